@@ -1,0 +1,110 @@
+"""Drift checks between protos/a2a.proto and the generated code in a2a_grpc/generated."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import google.api
+import grpc_tools
+from google.protobuf import descriptor_pb2
+from grpc_tools import protoc
+
+from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+GENERATED_DIR = REPO_ROOT / "a2a_grpc" / "generated"
+GENERATED_FILES = ("a2a_pb2.py", "a2a_pb2.pyi", "a2a_pb2_grpc.py")
+
+
+def _include_paths() -> list[str]:
+    bundled = os.path.join(os.path.dirname(grpc_tools.__file__), "_proto")
+    googleapis = next(
+        os.path.dirname(os.path.dirname(p))
+        for p in google.api.__path__
+        if os.path.isfile(os.path.join(p, "annotations.proto"))
+    )
+    return [str(REPO_ROOT / "protos"), bundled, googleapis]
+
+
+def _default_json_name(name: str) -> str:
+    # protoc's default: drop underscores, upper-case the following letter.
+    parts = name.split("_")
+    return parts[0] + "".join(x[:1].upper() + x[1:] for x in parts[1:])
+
+
+def _strip_default_json_names(fdp: descriptor_pb2.FileDescriptorProto) -> None:
+    # --descriptor_set_out fills in every field's json_name; the serialized
+    # descriptor embedded by --python_out keeps only explicit ones.
+    def walk(messages):
+        for msg in messages:
+            for field in list(msg.field) + list(msg.extension):
+                if field.json_name == _default_json_name(field.name):
+                    field.ClearField("json_name")
+            walk(msg.nested_type)
+
+    walk(fdp.message_type)
+    for field in fdp.extension:
+        if field.json_name == _default_json_name(field.name):
+            field.ClearField("json_name")
+
+
+def test_generated_code_is_up_to_date(tmp_path):
+    env = dict(os.environ, PYTHON=sys.executable)
+    subprocess.run(
+        [str(REPO_ROOT / "scripts" / "gen-protos"), str(tmp_path)],
+        check=True,
+        env=env,
+        cwd=REPO_ROOT,
+    )
+    for name in GENERATED_FILES:
+        fresh = (tmp_path / name).read_bytes()
+        committed = (GENERATED_DIR / name).read_bytes()
+        assert fresh == committed, f"a2a_grpc/generated/{name} is stale; run scripts/gen-protos"
+
+
+def test_descriptor_matches_proto(tmp_path):
+    out = tmp_path / "a2a.pb"
+    args = ["protoc"]
+    args += [f"-I{p}" for p in _include_paths()]
+    args += [f"--descriptor_set_out={out}", "a2a.proto"]
+    assert protoc.main(args) == 0, "protoc failed on protos/a2a.proto"
+
+    fds = descriptor_pb2.FileDescriptorSet.FromString(out.read_bytes())
+    assert len(fds.file) == 1
+    from_proto = fds.file[0]
+    _strip_default_json_names(from_proto)
+    from_module = descriptor_pb2.FileDescriptorProto.FromString(a2a_pb2.DESCRIPTOR.serialized_pb)
+    assert from_proto == from_module, (
+        "a2a_pb2 descriptor differs from protos/a2a.proto; run scripts/gen-protos"
+    )
+
+
+def test_service_methods():
+    service = a2a_pb2.DESCRIPTOR.services_by_name["A2AService"]
+    assert service.full_name == "lf.a2a.v1.A2AService"
+    expected = {
+        "SendMessage": False,
+        "SendStreamingMessage": True,
+        "GetTask": False,
+        "ListTasks": False,
+        "CancelTask": False,
+        "SubscribeToTask": True,
+        "CreateTaskPushNotificationConfig": False,
+        "GetTaskPushNotificationConfig": False,
+        "ListTaskPushNotificationConfigs": False,
+        "GetExtendedAgentCard": False,
+        "DeleteTaskPushNotificationConfig": False,
+    }
+    assert [m.name for m in service.methods] == list(expected)
+
+    proto = descriptor_pb2.ServiceDescriptorProto()
+    service.CopyToProto(proto)
+    for method in proto.method:
+        assert method.client_streaming is False, method.name
+        assert method.server_streaming is expected[method.name], method.name
+
+    # The method paths the generated stubs/servicers actually use on the wire.
+    source = Path(a2a_pb2_grpc.__file__).read_text()
+    for name in expected:
+        assert f"'/lf.a2a.v1.A2AService/{name}'" in source, name
