@@ -1,0 +1,73 @@
+"""The agent card: loaded from ProtoJSON, completed from the server's settings, checked at start-up."""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from pathlib import Path
+
+from google.protobuf import json_format
+
+from a2a_grpc.extensions import Extension, ExtensionRegistry
+from a2a_grpc.generated import a2a_pb2
+from a2a_grpc.validation import required_violations
+
+PROTOCOL_VERSION = "1.0"
+GRPC_BINDING = "GRPC"
+
+
+class CardError(ValueError):
+    """An agent card that cannot be served; the message names the field."""
+
+
+def load_card(path: str | Path | None) -> a2a_pb2.AgentCard:
+    """Parse a ProtoJSON `lf.a2a.v1.AgentCard` from `path` (the demo card when None)."""
+    if path is None:
+        text = resources.files("a2a_grpc").joinpath("demo_card.json").read_text()
+        where = "the demo card"
+    else:
+        try:
+            text = Path(path).read_text()
+        except OSError as error:
+            raise CardError(f"cannot read agent card {path}: {error.strerror}") from None
+        where = str(path)
+    try:
+        json.loads(text)
+    except json.JSONDecodeError as error:
+        raise CardError(f"{where} is not JSON: {error}") from None
+    try:
+        return json_format.Parse(text, a2a_pb2.AgentCard())
+    except json_format.ParseError as error:
+        raise CardError(f"{where} is not a valid lf.a2a.v1.AgentCard: {error}") from None
+
+
+def complete_card(card: a2a_pb2.AgentCard, listen: str, extensions: ExtensionRegistry) -> a2a_pb2.AgentCard:
+    """Fill what the server knows (the gRPC interface, the extensions) and check the result.
+
+    Extensions declared in the card join the registry; the card's list is then rewritten from the
+    registry, so the two are one source.
+    """
+    if not any(i.protocol_binding == GRPC_BINDING for i in card.supported_interfaces):
+        card.supported_interfaces.add(url=listen, protocol_binding=GRPC_BINDING, protocol_version=PROTOCOL_VERSION)
+    for declared in card.capabilities.extensions:
+        if declared.uri not in extensions:
+            extensions.add(Extension.from_proto(declared))
+    del card.capabilities.extensions[:]
+    card.capabilities.extensions.extend(extensions.to_card_extensions())
+    check_card(card)
+    return card
+
+
+def check_card(card: a2a_pb2.AgentCard) -> None:
+    violations = required_violations(card)
+    for index, declared in enumerate(card.capabilities.extensions):
+        if not declared.uri:
+            violations.append((f"capabilities.extensions[{index}].uri", "is required"))
+    if violations:
+        problems = "; ".join(f"{field} {description}" for field, description in violations)
+        raise CardError(f"agent card is incomplete: {problems}")
+
+
+def card_json(card: a2a_pb2.AgentCard) -> bytes:
+    """The card as ProtoJSON (camelCase names, enum names), as served over HTTP."""
+    return json_format.MessageToJson(card, indent=2).encode()

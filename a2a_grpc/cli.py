@@ -1,0 +1,125 @@
+"""The `a2a-grpc` command line. Every `serve` flag can also be set by an environment variable."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import sys
+from collections.abc import Coroutine, Sequence
+from typing import Any
+
+from a2a_grpc.card import CardError
+from a2a_grpc.server import DEFAULT_STORE_URL, A2AServer, ServerSettings
+
+
+def _env(name: str, default: str | None) -> str | None:
+    return os.environ.get(f"A2A_GRPC_{name}", default)
+
+
+def _parse_tokens(values: Sequence[str]) -> dict[str, str]:
+    tokens: dict[str, str] = {}
+    for value in values:
+        for item in value.split(","):
+            token, sep, principal = item.strip().partition("=")
+            if item.strip():
+                if not sep or not token or not principal:
+                    raise SystemExit(f"--auth-token takes TOKEN=PRINCIPAL, got {item!r}")
+                tokens[token] = principal
+    return tokens
+
+
+def add_serve_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    serve = commands.add_parser("serve", help="run the A2A gRPC server")
+    serve.add_argument("--listen", default=_env("LISTEN", "127.0.0.1:50051"), help="gRPC HOST:PORT [A2A_GRPC_LISTEN]")
+    serve.add_argument(
+        "--http-listen",
+        default=_env("HTTP_LISTEN", "127.0.0.1:8080"),
+        help="HOST:PORT for the HTTP agent card, '' for none [A2A_GRPC_HTTP_LISTEN]",
+    )
+    serve.add_argument("--card", default=_env("CARD", None), help="ProtoJSON AgentCard file [A2A_GRPC_CARD]")
+    serve.add_argument(
+        "--extended-card", default=_env("EXTENDED_CARD", None), help="extended AgentCard file [A2A_GRPC_EXTENDED_CARD]"
+    )
+    serve.add_argument(
+        "--store",
+        default=_env("STORE", DEFAULT_STORE_URL),
+        help="memory or sqlite:///PATH [A2A_GRPC_STORE]",
+    )
+    serve.add_argument("--agent", default=_env("AGENT", None), help="MODULE:ATTR of the agent [A2A_GRPC_AGENT]")
+    serve.add_argument(
+        "--grace", type=float, default=float(_env("GRACE", "10") or 10), help="shutdown grace seconds [A2A_GRPC_GRACE]"
+    )
+    serve.add_argument(
+        "--missing-version-means",
+        choices=("0.3", "1.0"),
+        default=_env("MISSING_VERSION_MEANS", "0.3"),
+        help="how to read a call without a2a-version [A2A_GRPC_MISSING_VERSION_MEANS]",
+    )
+    serve.add_argument(
+        "--auth-token",
+        action="append",
+        default=[v for v in [_env("AUTH_TOKENS", None)] if v],
+        help="TOKEN=PRINCIPAL; repeat or comma-join; when set, calls need a bearer token [A2A_GRPC_AUTH_TOKENS]",
+    )
+    serve.add_argument("--log-level", default=_env("LOG_LEVEL", "INFO"), help="[A2A_GRPC_LOG_LEVEL]")
+
+
+def serve(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    settings = ServerSettings(
+        listen=args.listen,
+        http_listen=args.http_listen,
+        card_path=args.card,
+        extended_card_path=args.extended_card,
+        store_url=args.store,
+        agent=args.agent,
+        grace_seconds=args.grace,
+        missing_version_means=args.missing_version_means,
+        bearer_tokens=_parse_tokens(args.auth_token),
+    )
+    try:
+        server = A2AServer(settings)
+    except (CardError, ValueError, ImportError, AttributeError) as error:
+        print(f"a2a-grpc: {error}", file=sys.stderr)
+        return 2
+    return run_async(_serve(server))
+
+
+async def _serve(server: A2AServer) -> int:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await server.serve_until(stop)
+    except OSError as error:
+        print(f"a2a-grpc: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def run_async(main: Coroutine[Any, Any, int]) -> int:
+    """Run a coroutine on uvloop when it is installed, else on the default loop."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(main)
+    return int(uvloop.run(main))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="a2a-grpc", description="A gRPC-first A2A v1.0 agent server and client.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    add_serve_parser(commands)
+    args = parser.parse_args(argv)
+    if args.command == "serve":
+        return serve(args)
+    parser.error(f"unknown command {args.command}")
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,170 @@
+"""Extensions: how an agent declares them and how a call activates them.
+
+One `ExtensionRegistry` is the single source for both the agent card's `capabilities.extensions`
+and the server's negotiation, so the two cannot disagree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import jsonschema
+from google.protobuf import json_format, struct_pb2
+
+from a2a_grpc.errors import Metadata
+from a2a_grpc.generated import a2a_pb2
+
+EXTENSIONS_HEADER = "a2a-extensions"
+
+# Bounds on what one call may ask for; anything past them is ignored, never an error.
+MAX_REQUESTED_EXTENSIONS = 256
+MAX_EXTENSION_URI_LENGTH = 2048
+_NEGOTIATION_CACHE_SIZE = 512
+
+
+@dataclass(frozen=True)
+class Extension:
+    """An extension this agent supports.
+
+    `payload_schema` is a JSON Schema for the extension's data in request/Message/Part metadata
+    (under the URI as key); activated payloads that do not fit it are refused as INVALID_ARGUMENT.
+    `dependencies` are URIs that must be activated too; they are never activated on the client's behalf.
+    """
+
+    uri: str
+    description: str = ""
+    required: bool = False
+    params: Mapping[str, Any] | None = None
+    dependencies: tuple[str, ...] = ()
+    payload_schema: Mapping[str, Any] | None = None
+
+    def to_proto(self) -> a2a_pb2.AgentExtension:
+        declared = a2a_pb2.AgentExtension(uri=self.uri, description=self.description, required=self.required)
+        if self.params:
+            declared.params.update(dict(self.params))
+        return declared
+
+    @classmethod
+    def from_proto(cls, declared: a2a_pb2.AgentExtension) -> Extension:
+        params = json_format.MessageToDict(declared.params) if declared.HasField("params") else None
+        return cls(uri=declared.uri, description=declared.description, required=declared.required, params=params)
+
+
+@dataclass(frozen=True, slots=True)
+class Negotiation:
+    requested: tuple[str, ...]
+    activated: tuple[str, ...]
+    missing_required: tuple[str, ...]
+    echo: str  # the comma-joined activated set, as sent back in `a2a-extensions`
+
+
+@dataclass
+class ExtensionRegistry:
+    """The extensions an agent declares, with everything negotiation needs precomputed."""
+
+    extensions: list[Extension] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._by_uri: dict[str, Extension] = {}
+        self._validators: dict[str, jsonschema.protocols.Validator] = {}
+        self._cache: dict[tuple[str, ...], Negotiation] = {}
+        for extension in list(self.extensions):
+            self._index(extension)
+
+    def add(self, extension: Extension) -> None:
+        """Declare `extension`, replacing any earlier declaration of the same URI."""
+        self.extensions = [e for e in self.extensions if e.uri != extension.uri]
+        self.extensions.append(extension)
+        self._index(extension)
+
+    def _index(self, extension: Extension) -> None:
+        if extension.payload_schema is not None:
+            validator_cls = jsonschema.validators.validator_for(extension.payload_schema)
+            validator_cls.check_schema(extension.payload_schema)
+            self._validators[extension.uri] = validator_cls(extension.payload_schema)
+        self._by_uri[extension.uri] = extension
+        self._cache.clear()
+
+    def __contains__(self, uri: object) -> bool:
+        return uri in self._by_uri
+
+    def get(self, uri: str) -> Extension | None:
+        return self._by_uri.get(uri)
+
+    @property
+    def required_uris(self) -> tuple[str, ...]:
+        return tuple(e.uri for e in self.extensions if e.required)
+
+    def to_card_extensions(self) -> list[a2a_pb2.AgentExtension]:
+        return [extension.to_proto() for extension in self.extensions]
+
+    def negotiate(self, header_values: tuple[str, ...]) -> Negotiation:
+        """Negotiate from the raw `a2a-extensions` values of one call (memoised per distinct input)."""
+        cached = self._cache.get(header_values)
+        if cached is not None:
+            return cached
+        negotiation = self._negotiate(parse_extension_values(header_values))
+        if len(self._cache) >= _NEGOTIATION_CACHE_SIZE:
+            self._cache.clear()
+        self._cache[header_values] = negotiation
+        return negotiation
+
+    def _negotiate(self, requested: tuple[str, ...]) -> Negotiation:
+        active = [uri for uri in requested if uri in self._by_uri]
+        changed = True
+        while changed:  # drop extensions whose dependencies are not active, until nothing changes
+            active_set = set(active)
+            kept = [uri for uri in active if all(d in active_set for d in self._by_uri[uri].dependencies)]
+            changed = len(kept) != len(active)
+            active = kept
+        activated = tuple(active)
+        missing = tuple(uri for uri in self.required_uris if uri not in activated)
+        return Negotiation(requested, activated, missing, ",".join(activated))
+
+    def payload_violations(
+        self, activated: Sequence[str], request: a2a_pb2.SendMessageRequest
+    ) -> list[tuple[str, str]]:
+        """BadRequest violations for activated extension payloads that do not fit their schema."""
+        checked = [uri for uri in activated if uri in self._validators]
+        if not checked:
+            return []
+        violations: list[tuple[str, str]] = []
+        message = request.message
+        places: list[tuple[str, struct_pb2.Struct]] = [
+            ("metadata", request.metadata),
+            ("message.metadata", message.metadata),
+        ]
+        places.extend((f"message.parts[{i}].metadata", part.metadata) for i, part in enumerate(message.parts))
+        for path, metadata in places:
+            for uri in checked:
+                if uri in metadata.fields:
+                    violations.extend(self._check(uri, f"{path}[{uri!r}]", metadata.fields[uri]))
+        return violations
+
+    def _check(self, uri: str, path: str, value: struct_pb2.Value) -> list[tuple[str, str]]:
+        payload = json_format.MessageToDict(value)
+        error = jsonschema.exceptions.best_match(self._validators[uri].iter_errors(payload))
+        if error is None:
+            return []
+        where = "".join(f"[{p!r}]" for p in error.absolute_path)
+        return [(path + where, f"does not fit the schema of extension {uri}: {error.message}")]
+
+
+def parse_extension_values(values: Iterable[str]) -> tuple[str, ...]:
+    """Every entry, split on commas, trimmed, empties dropped, de-duplicated in first-seen order."""
+    seen: dict[str, None] = {}
+    for value in values:
+        for item in value.split(","):
+            uri = item.strip()
+            if uri and len(uri) <= MAX_EXTENSION_URI_LENGTH and uri not in seen:
+                seen[uri] = None
+                if len(seen) >= MAX_REQUESTED_EXTENSIONS:
+                    return tuple(seen)
+    return tuple(seen)
+
+
+def extension_header_values(metadata: Metadata) -> tuple[str, ...]:
+    """The values of every `a2a-extensions` entry in `metadata` (keys arrive lower-case)."""
+    return tuple(v for k, v in metadata if k == EXTENSIONS_HEADER and isinstance(v, str))

@@ -1,0 +1,173 @@
+"""The server: the A2A gRPC service with its interceptors, health, reflection and the HTTP agent card."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import importlib
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+import grpc
+from aiohttp import web
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from a2a_grpc.agent import AgentExecutor
+from a2a_grpc.agents.echo import EchoAgent
+from a2a_grpc.card import card_json, complete_card, load_card
+from a2a_grpc.extensions import Extension, ExtensionRegistry
+from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
+from a2a_grpc.servicer import A2AServicer
+from a2a_grpc.store import TaskStore, open_store
+from a2a_grpc.tasks import TaskManager
+from interceptors.server import server_interceptors
+
+log = logging.getLogger(__name__)
+
+SERVICE_NAME = a2a_pb2.DESCRIPTOR.services_by_name["A2AService"].full_name
+AGENT_CARD_PATH = "/.well-known/agent-card.json"
+DEFAULT_STORE_URL = "sqlite:///.a2a-grpc/tasks.db"
+
+
+@dataclass
+class ServerSettings:
+    listen: str = "127.0.0.1:50051"
+    http_listen: str = "127.0.0.1:8080"  # "" serves no HTTP card
+    card_path: str | None = None  # None: the demo card
+    extended_card_path: str | None = None
+    store_url: str = DEFAULT_STORE_URL
+    agent: str | None = None  # MODULE:ATTR; None: the echo agent
+    grace_seconds: float = 10.0
+    missing_version_means: str = "0.3"
+    bearer_tokens: dict[str, str] = field(default_factory=dict)
+    max_message_bytes: int = 4 * 1024 * 1024
+    negotiate_extensions: bool = True
+
+
+def load_agent(spec: str | None) -> AgentExecutor:
+    """The agent named `MODULE:ATTR`: a class or factory (called with no arguments) or an instance."""
+    if spec is None:
+        return EchoAgent()
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise ValueError(f"--agent takes MODULE:ATTR, got {spec!r}")
+    target: Any = importlib.import_module(module_name)
+    for name in attr.split("."):
+        target = getattr(target, name)
+    if isinstance(target, type) or (callable(target) and not hasattr(target, "execute")):
+        target = target()
+    agent = target
+    if not hasattr(agent, "execute"):
+        raise ValueError(f"{spec} is not an agent: it has no execute(context, events) method")
+    return agent  # type: ignore[no-any-return]
+
+
+def agent_extensions(agent: AgentExecutor) -> list[Extension]:
+    """The extensions an agent declares in code, as an `extensions` attribute."""
+    declared = getattr(agent, "extensions", ())
+    return [e for e in declared if isinstance(e, Extension)]
+
+
+class A2AServer:
+    """One agent served over gRPC (and its card over HTTP). `start`, then `stop` or `serve_until`."""
+
+    def __init__(self, settings: ServerSettings, agent: AgentExecutor | None = None, store: TaskStore | None = None):
+        self.settings = settings
+        self.agent = agent if agent is not None else load_agent(settings.agent)
+        self.registry = ExtensionRegistry(agent_extensions(self.agent))
+        self.card = complete_card(load_card(settings.card_path), settings.listen, self.registry)
+        self.extended_card = (
+            complete_card(load_card(settings.extended_card_path), settings.listen, self.registry)
+            if settings.extended_card_path
+            else None
+        )
+        self.store = store if store is not None else open_store(settings.store_url)
+        self.manager = TaskManager(self.store, self.agent)
+        self.health = health.aio.HealthServicer()
+        self.port = 0
+        self.http_port = 0
+        self._server: grpc.aio.Server | None = None
+        self._http: web.AppRunner | None = None
+
+    async def start(self) -> None:
+        await self.store.open()
+        settings = self.settings
+        interceptors = server_interceptors(
+            self.registry,
+            missing_version_means=settings.missing_version_means,
+            bearer_tokens=settings.bearer_tokens,
+            negotiate_extensions=settings.negotiate_extensions,
+        )
+        server = grpc.aio.server(
+            interceptors=interceptors,
+            options=[
+                ("grpc.max_receive_message_length", settings.max_message_bytes),
+                ("grpc.max_send_message_length", settings.max_message_bytes),
+                ("grpc.so_reuseport", 0),
+            ],
+        )
+        a2a_pb2_grpc.add_A2AServiceServicer_to_server(  # type: ignore[no-untyped-call]
+            A2AServicer(self.manager, self.card, self.registry, self.extended_card), server
+        )
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
+        reflection.enable_server_reflection((SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
+        self.port = server.add_insecure_port(settings.listen)
+        if self.port == 0:
+            raise OSError(f"cannot listen on {settings.listen}")
+        await server.start()
+        self._server = server
+        for service in ("", SERVICE_NAME):
+            await self.health.set(service, health_pb2.HealthCheckResponse.SERVING)
+        if settings.http_listen:
+            await self._start_http(settings.http_listen)
+        log.info("serving A2A on %s (card on %s)", self.grpc_target, settings.http_listen or "-")
+
+    @property
+    def grpc_target(self) -> str:
+        host = self.settings.listen.rsplit(":", 1)[0]
+        return f"{host}:{self.port}"
+
+    async def _start_http(self, listen: str) -> None:
+        body = card_json(self.card)
+        etag = '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
+
+        async def agent_card(request: web.Request) -> web.Response:
+            headers = {"ETag": etag, "Cache-Control": "public, max-age=300"}
+            if etag in request.headers.get("If-None-Match", ""):
+                return web.Response(status=304, headers=headers)
+            return web.Response(body=body, content_type="application/json", headers=headers)
+
+        app = web.Application()
+        app.router.add_get(AGENT_CARD_PATH, agent_card)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        host, _, port = listen.rpartition(":")
+        site = web.TCPSite(runner, host.strip("[]") or "127.0.0.1", int(port))
+        await site.start()
+        self._http = runner
+        server = getattr(site, "_server", None)
+        sockets = getattr(server, "sockets", None) or ()
+        self.http_port = sockets[0].getsockname()[1] if sockets else int(port)
+
+    async def stop(self, grace: float | None = None) -> None:
+        """Stop serving: health NOT_SERVING, drain calls for `grace` seconds, then close everything."""
+        if self._server is None:
+            return
+        await self.health.enter_graceful_shutdown()
+        grace = self.settings.grace_seconds if grace is None else grace
+        await self._server.stop(grace)
+        self._server = None
+        if self._http is not None:
+            await self._http.cleanup()
+            self._http = None
+        await self.manager.close()
+        await self.store.close()
+
+    async def serve_until(self, stop: asyncio.Event) -> None:
+        await self.start()
+        try:
+            await stop.wait()
+        finally:
+            await self.stop()

@@ -1,0 +1,453 @@
+"""The task manager: owns task state, runs the agent, persists every change and fans events out.
+
+Data path of a message: the servicer calls `submit`, which creates (or resumes) the task, records the
+incoming message and starts the agent in its own asyncio task, so a client that goes away never
+cancels the work. Every event the agent publishes is applied to the live Task, written to the store
+as a delta, and pushed to each subscriber of the task in order. Callers wait on the run
+(`TaskRun.settled`) and on the last write (`durable`) before they acknowledge anything.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable
+
+from google.protobuf import timestamp_pb2
+
+from a2a_grpc.agent import AgentExecutor, EventPublisher, RequestContext
+from a2a_grpc.call import CallState
+from a2a_grpc.errors import (
+    InternalError,
+    InvalidRequestError,
+    TaskNotCancelableError,
+    TaskNotFoundError,
+    UnsupportedOperationError,
+)
+from a2a_grpc.generated import a2a_pb2
+from a2a_grpc.store.base import TaskStore, TaskWrite
+
+log = logging.getLogger(__name__)
+
+TaskState = a2a_pb2.TaskState
+TERMINAL_STATES = frozenset(
+    {
+        TaskState.TASK_STATE_COMPLETED,
+        TaskState.TASK_STATE_FAILED,
+        TaskState.TASK_STATE_CANCELED,
+        TaskState.TASK_STATE_REJECTED,
+    }
+)
+INTERRUPTED_STATES = frozenset({TaskState.TASK_STATE_INPUT_REQUIRED, TaskState.TASK_STATE_AUTH_REQUIRED})
+SETTLED_STATES = TERMINAL_STATES | INTERRUPTED_STATES
+
+# How many undelivered events one subscriber may fall behind before it is dropped.
+SUBSCRIBER_QUEUE_LIMIT = 10_000
+# How long CancelTask waits for the agent's own cancel handler before canceling the task itself.
+CANCEL_GRACE_SECONDS = 5.0
+
+StreamItem = tuple[a2a_pb2.StreamResponse, Awaitable[None] | None]
+
+
+def now_timestamp() -> timestamp_pb2.Timestamp:
+    ns = time.time_ns()
+    return timestamp_pb2.Timestamp(seconds=ns // 1_000_000_000, nanos=ns % 1_000_000_000)
+
+
+async def wait_durable(write: Awaitable[None] | None) -> None:
+    """Wait for a store write without letting this caller's cancellation cancel it for everyone else."""
+    if write is None:
+        return
+    if isinstance(write, asyncio.Future):
+        if write.done():
+            write.result()
+            return
+        await asyncio.shield(write)
+        return
+    await write
+
+
+class SubscriberOverflowError(Exception):
+    """A subscriber fell more than SUBSCRIBER_QUEUE_LIMIT events behind."""
+
+
+class Subscriber:
+    """One stream's view of a task's events: an ordered queue that ends when the task settles."""
+
+    __slots__ = ("_closed", "_items", "_overflowed", "_waiter", "close_on_interrupt")
+
+    def __init__(self, close_on_interrupt: bool) -> None:
+        self._items: deque[StreamItem] = deque()
+        self._waiter: asyncio.Future[None] | None = None
+        self._closed = False
+        self._overflowed = False
+        self.close_on_interrupt = close_on_interrupt
+
+    def push(self, item: StreamItem) -> None:
+        if self._closed:
+            return
+        if len(self._items) >= SUBSCRIBER_QUEUE_LIMIT:
+            self._overflowed = True
+            self.close()
+            return
+        self._items.append(item)
+        self._wake()
+
+    def close(self) -> None:
+        self._closed = True
+        self._wake()
+
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    async def events(self) -> AsyncIterator[a2a_pb2.StreamResponse]:
+        """Each event once it is durable, in order, until the subscriber is closed."""
+        items = self._items
+        while True:
+            while items:
+                response, durable = items.popleft()
+                if durable is not None:
+                    await wait_durable(durable)
+                yield response
+            if self._closed:
+                if self._overflowed:
+                    raise SubscriberOverflowError
+                return
+            self._waiter = asyncio.get_running_loop().create_future()
+            await self._waiter
+            self._waiter = None
+
+
+class LiveTask:
+    """A task that is being worked on or watched: the authoritative Task object and its listeners."""
+
+    __slots__ = ("last_write", "owner", "run", "subscribers", "task", "version")
+
+    def __init__(self, task: a2a_pb2.Task, owner: str, version: int) -> None:
+        self.task = task
+        self.owner = owner
+        self.version = version
+        self.subscribers: list[Subscriber] = []
+        self.run: TaskRun | None = None
+        self.last_write: Awaitable[None] | None = None
+
+    @property
+    def state(self) -> int:
+        return self.task.status.state
+
+    async def durable(self) -> None:
+        await wait_durable(self.last_write)
+
+
+class TaskRun:
+    """One execution of the agent for one accepted message."""
+
+    __slots__ = ("context", "live", "runner", "settled")
+
+    def __init__(self, live: LiveTask, context: RequestContext) -> None:
+        self.live = live
+        self.context = context
+        self.settled: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.runner: asyncio.Task[None] | None = None
+
+
+class TaskManager:
+    def __init__(self, store: TaskStore, executor: AgentExecutor) -> None:
+        self.store = store
+        self.executor = executor
+        self._live: dict[str, LiveTask] = {}
+        self._runs: set[asyncio.Task[None]] = set()
+
+    # ---- reads -------------------------------------------------------------------------------
+
+    async def get_task(self, task_id: str, owner: str) -> a2a_pb2.Task:
+        live = self._live.get(task_id)
+        if live is not None:
+            if live.owner != owner:
+                raise TaskNotFoundError(f"task {task_id} not found", metadata={"taskId": task_id})
+            return live.task
+        task = await self.store.get_task(task_id, owner)
+        if task is None:
+            raise TaskNotFoundError(f"task {task_id} not found", metadata={"taskId": task_id})
+        return task
+
+    async def _live_task(self, task_id: str, owner: str) -> LiveTask:
+        live = self._live.get(task_id)
+        if live is None:
+            task = await self.store.get_task(task_id, owner)
+            live = self._live.get(task_id)  # another call may have loaded it meanwhile
+            if live is None:
+                if task is None:
+                    raise TaskNotFoundError(f"task {task_id} not found", metadata={"taskId": task_id})
+                live = self._live[task_id] = LiveTask(task, owner, await self._stored_version(task))
+        if live.owner != owner:
+            raise TaskNotFoundError(f"task {task_id} not found", metadata={"taskId": task_id})
+        return live
+
+    async def _stored_version(self, task: a2a_pb2.Task) -> int:
+        version = await self.store.task_version(task.id)
+        if version is None:
+            raise InternalError("a stored task has no version")
+        return version
+
+    # ---- messages ----------------------------------------------------------------------------
+
+    async def submit(
+        self,
+        request: a2a_pb2.SendMessageRequest,
+        call: CallState,
+        subscriber: Subscriber | None = None,
+    ) -> TaskRun:
+        """Accept the request's message into a new or existing task and start the agent on it."""
+        message = request.message
+        if message.task_id:
+            live = await self._resume(message, call.caller)
+        else:
+            live = self._create(message, call.caller)
+        context = RequestContext(
+            message,
+            live.task,
+            call,
+            request.metadata if request.HasField("metadata") else None,
+        )
+        run = live.run = TaskRun(live, context)
+        if subscriber is not None:
+            live.subscribers.append(subscriber)
+        runner = asyncio.get_running_loop().create_task(self._execute(run))
+        run.runner = runner
+        self._runs.add(runner)
+        runner.add_done_callback(self._runs.discard)
+        return run
+
+    def _create(self, message: a2a_pb2.Message, owner: str) -> LiveTask:
+        task_id = uuid.uuid4().hex
+        message.task_id = task_id
+        if not message.context_id:
+            message.context_id = uuid.uuid4().hex
+        task = a2a_pb2.Task(
+            id=task_id,
+            context_id=message.context_id,
+            status=a2a_pb2.TaskStatus(state=TaskState.TASK_STATE_SUBMITTED, timestamp=now_timestamp()),
+            history=(message,),
+        )
+        live = self._live[task_id] = LiveTask(task, owner, 1)
+        live.last_write = self.store.apply(TaskWrite(task_id, 1, owner=owner, task=task))
+        return live
+
+    async def _resume(self, message: a2a_pb2.Message, owner: str) -> LiveTask:
+        live = await self._live_task(message.task_id, owner)
+        task = live.task
+        if live.state in TERMINAL_STATES:
+            raise UnsupportedOperationError(
+                f"task {task.id} is in a terminal state and accepts no more messages",
+                metadata={"taskId": task.id},
+            )
+        if message.context_id and message.context_id != task.context_id:
+            raise InvalidRequestError(
+                "message.context_id does not match the task's context",
+                violations=[("message.context_id", f"task {task.id} belongs to context {task.context_id}")],
+            )
+        if live.run is not None:
+            raise UnsupportedOperationError(
+                f"task {task.id} is still processing an earlier message", metadata={"taskId": task.id}
+            )
+        message.context_id = task.context_id
+        task.history.append(message)
+        status = a2a_pb2.TaskStatus(state=TaskState.TASK_STATE_WORKING, timestamp=now_timestamp())
+        task.status.CopyFrom(status)
+        self._write(live, TaskWrite(task.id, 0, status=status, history=(message,)))
+        return live
+
+    # ---- events from the agent ---------------------------------------------------------------
+
+    def record_status(self, run: TaskRun, state: int, message: a2a_pb2.Message | None) -> None:
+        live = run.live
+        if live.run is not run or live.state in TERMINAL_STATES:
+            raise InvalidRequestError("the task is no longer being worked on by this agent run")
+        task = live.task
+        status = a2a_pb2.TaskStatus(state=state, timestamp=now_timestamp())  # type: ignore[arg-type]
+        history: tuple[a2a_pb2.Message, ...] = ()
+        if message is not None:
+            message.task_id = task.id
+            message.context_id = task.context_id
+            status.message.CopyFrom(message)
+            task.history.append(message)
+            history = (message,)
+        task.status.CopyFrom(status)
+        self._write(live, TaskWrite(task.id, 0, status=status, history=history))
+        event = a2a_pb2.TaskStatusUpdateEvent(task_id=task.id, context_id=task.context_id, status=status)
+        self._publish(live, a2a_pb2.StreamResponse(status_update=event))
+        if state in SETTLED_STATES:
+            self._settle(run, state)
+
+    def record_artifact(self, run: TaskRun, artifact: a2a_pb2.Artifact, append: bool, last_chunk: bool) -> None:
+        live = run.live
+        if live.run is not run or live.state in TERMINAL_STATES:
+            raise InvalidRequestError("the task is no longer being worked on by this agent run")
+        task = live.task
+        _merge_artifact(task, artifact, append)
+        self._write(live, TaskWrite(task.id, 0, artifact=artifact, append=append))
+        event = a2a_pb2.TaskArtifactUpdateEvent(
+            task_id=task.id, context_id=task.context_id, artifact=artifact, append=append, last_chunk=last_chunk
+        )
+        self._publish(live, a2a_pb2.StreamResponse(artifact_update=event))
+
+    def _write(self, live: LiveTask, write: TaskWrite) -> None:
+        live.version += 1
+        write.version = live.version
+        write.owner = live.owner
+        live.last_write = self.store.apply(write)
+
+    def _publish(self, live: LiveTask, response: a2a_pb2.StreamResponse) -> None:
+        item = (response, live.last_write)
+        for subscriber in live.subscribers:
+            subscriber.push(item)
+
+    def _settle(self, run: TaskRun, state: int) -> None:
+        live = run.live
+        for subscriber in live.subscribers:
+            if state in TERMINAL_STATES or subscriber.close_on_interrupt:
+                subscriber.close()
+        live.subscribers = [s for s in live.subscribers if not s._closed]
+        if not run.settled.done():
+            run.settled.set_result(None)
+
+    async def _execute(self, run: TaskRun) -> None:
+        live = run.live
+        publisher = EventPublisher(self, run)
+        try:
+            await self.executor.execute(run.context, publisher)
+        except asyncio.CancelledError:
+            if live.state not in SETTLED_STATES:
+                self.record_status(run, TaskState.TASK_STATE_CANCELED, None)
+        except Exception:
+            log.exception("agent failed on task %s", live.task.id)
+            if live.run is run and live.state not in TERMINAL_STATES:
+                self.record_status(run, TaskState.TASK_STATE_FAILED, publisher.agent_message("The agent failed."))
+        else:
+            if live.run is run and live.state not in SETTLED_STATES:
+                log.warning("agent returned without settling task %s", live.task.id)
+                message = publisher.agent_message("The agent ended without a result.")
+                self.record_status(run, TaskState.TASK_STATE_FAILED, message)
+        finally:
+            if live.run is run:
+                live.run = None
+            if not run.settled.done():
+                run.settled.set_result(None)
+            await self._release(live)
+
+    async def _release(self, live: LiveTask) -> None:
+        """Forget a live task once it is durable and nobody works on or watches it."""
+        try:
+            await live.durable()
+        except Exception:
+            log.exception("could not persist task %s", live.task.id)
+        if live.run is None and not live.subscribers and self._live.get(live.task.id) is live:
+            del self._live[live.task.id]
+
+    # ---- subscribe and cancel ----------------------------------------------------------------
+
+    async def subscribe(self, task_id: str, owner: str) -> tuple[a2a_pb2.Task, Subscriber, LiveTask]:
+        """A subscriber to a non-terminal task, with the snapshot its stream begins with."""
+        live = await self._live_task(task_id, owner)
+        if live.state in TERMINAL_STATES:
+            await self._release(live)
+            raise UnsupportedOperationError(
+                f"task {task_id} is in a terminal state; use GetTask", metadata={"taskId": task_id}
+            )
+        subscriber = Subscriber(close_on_interrupt=False)
+        live.subscribers.append(subscriber)
+        snapshot = a2a_pb2.Task()
+        snapshot.CopyFrom(live.task)
+        return snapshot, subscriber, live
+
+    async def unsubscribe(self, live: LiveTask, subscriber: Subscriber) -> None:
+        subscriber.close()
+        if subscriber in live.subscribers:
+            live.subscribers.remove(subscriber)
+        await self._release(live)
+
+    async def cancel(self, task_id: str, owner: str) -> a2a_pb2.Task:
+        live = await self._live_task(task_id, owner)
+        if live.state in TERMINAL_STATES:
+            await self._release(live)
+            raise TaskNotCancelableError(
+                f"task {task_id} is already {TaskState.Name(live.state)}", metadata={"taskId": task_id}
+            )
+        run = live.run
+        if run is None:  # interrupted or idle: no agent is running, cancel it here
+            run = live.run = TaskRun(live, RequestContext(a2a_pb2.Message(), live.task, CallState(caller=owner)))
+            self.record_status(run, TaskState.TASK_STATE_CANCELED, None)
+            live.run = None
+        else:
+            await self._cancel_run(run)
+        await self._release(live)
+        await live.durable()
+        return live.task
+
+    async def _cancel_run(self, run: TaskRun) -> None:
+        run.context.request_cancel()
+        try:
+            async with asyncio.timeout(CANCEL_GRACE_SECONDS):
+                await self.executor.cancel(run.context, EventPublisher(self, run))
+        except Exception:
+            log.exception("agent cancel handler failed on task %s", run.live.task.id)
+        if run.live.state not in TERMINAL_STATES and run.live.run is run:
+            self.record_status(run, TaskState.TASK_STATE_CANCELED, None)
+        runner = run.runner
+        if runner is not None and not runner.done():
+            runner.cancel()
+
+    async def close(self) -> None:
+        """Cancel every running agent (used at shutdown, after the grace period)."""
+        for runner in list(self._runs):
+            runner.cancel()
+        if self._runs:
+            await asyncio.gather(*self._runs, return_exceptions=True)
+
+
+def _merge_artifact(task: a2a_pb2.Task, artifact: a2a_pb2.Artifact, append: bool) -> None:
+    for existing in task.artifacts:
+        if existing.artifact_id == artifact.artifact_id:
+            if append:
+                existing.parts.extend(artifact.parts)
+                _merge_artifact_fields(existing, artifact)
+            else:
+                existing.CopyFrom(artifact)
+            return
+    task.artifacts.append(artifact)
+
+
+def _merge_artifact_fields(existing: a2a_pb2.Artifact, chunk: a2a_pb2.Artifact) -> None:
+    if chunk.name:
+        existing.name = chunk.name
+    if chunk.description:
+        existing.description = chunk.description
+    if chunk.HasField("metadata"):
+        existing.metadata.MergeFrom(chunk.metadata)
+    for uri in chunk.extensions:
+        if uri not in existing.extensions:
+            existing.extensions.append(uri)
+
+
+def task_view(task: a2a_pb2.Task, history_length: int | None, include_artifacts: bool = True) -> a2a_pb2.Task:
+    """`task` as a response should show it; the same object when nothing needs trimming."""
+    trim_history = history_length is not None and history_length < len(task.history)
+    drop_artifacts = not include_artifacts and len(task.artifacts) > 0
+    if not trim_history and not drop_artifacts:
+        return task
+    view = a2a_pb2.Task(id=task.id, context_id=task.context_id, status=task.status)
+    if task.HasField("metadata"):
+        view.metadata.CopyFrom(task.metadata)
+    if not drop_artifacts:
+        view.artifacts.extend(task.artifacts)
+    if history_length is None:
+        view.history.extend(task.history)
+    elif history_length > 0:
+        view.history.extend(task.history[-history_length:])
+    return view

@@ -1,0 +1,1 @@
+"""gRPC interceptors for A2A: `interceptors.server` for agents, `interceptors.client` for callers."""

@@ -1,0 +1,75 @@
+"""The outermost server interceptor: every exception a call raises leaves as a proper gRPC status.
+
+An `A2AError` becomes its row of the error table (code, ErrorInfo, BadRequest). Anything else is
+logged and becomes INTERNAL with a generic message: grpc.aio's default (UNKNOWN carrying the
+exception text) would leak internals to the client.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import grpc
+
+from a2a_grpc.call import current_call
+from a2a_grpc.errors import A2AError, InternalError, status_trailers
+from a2a_grpc.extensions import EXTENSIONS_HEADER
+from interceptors.server.handlers import StreamBehavior, UnaryBehavior, is_a2a_method, stream_items
+
+log = logging.getLogger(__name__)
+
+_INTERNAL = InternalError("internal error")
+
+
+class ErrorInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        handler = await continuation(handler_call_details)
+        if handler is None or not is_a2a_method(handler_call_details.method):
+            return handler
+        if handler.response_streaming:
+            return handler._replace(unary_stream=_guard_stream(handler.unary_stream))
+        return handler._replace(unary_unary=_guard_unary(handler.unary_unary))
+
+
+def _guard_unary(behavior: UnaryBehavior) -> UnaryBehavior:
+    async def guarded(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        try:
+            return await behavior(request, context)
+        except A2AError as error:
+            await abort(context, error)
+        except grpc.aio.AbortError:
+            raise
+        except Exception:
+            log.exception("unexpected error in %s", type(behavior).__qualname__)
+            await abort(context, _INTERNAL)
+
+    return guarded
+
+
+def _guard_stream(behavior: StreamBehavior) -> StreamBehavior:
+    async def guarded(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+        try:
+            async for item in stream_items(behavior, request, context):
+                yield item
+        except A2AError as error:
+            await abort(context, error)
+        except grpc.aio.AbortError:
+            raise
+        except Exception:
+            log.exception("unexpected error in a stream")
+            await abort(context, _INTERNAL)
+
+    return guarded
+
+
+async def abort(context: grpc.aio.ServicerContext, error: A2AError) -> None:
+    """End the call with `error`; an accepted call (one whose extensions were negotiated) keeps its echo."""
+    echo = current_call().echo
+    extra = ((EXTENSIONS_HEADER, echo),) if echo is not None else ()
+    await context.abort(error.code, error.message, status_trailers(error, extra))

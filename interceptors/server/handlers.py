@@ -1,0 +1,55 @@
+"""Helpers to wrap or replace a grpc.aio method handler while keeping its kind (unary or stream)."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import grpc
+
+from a2a_grpc.generated import a2a_pb2
+
+A2A_METHOD_PREFIX = "/lf.a2a.v1.A2AService/"
+
+UnaryBehavior = Callable[[Any, Any], Awaitable[Any]]
+StreamBehavior = Callable[[Any, Any], Any]  # an async generator function, or a coroutine using context.write
+
+
+def is_a2a_method(method: str) -> bool:
+    return method.startswith(A2A_METHOD_PREFIX)
+
+
+async def stream_items(behavior: StreamBehavior, request: Any, context: Any) -> AsyncIterator[Any]:
+    """The messages of a server-streaming behavior, whichever of the two forms it takes."""
+    result = behavior(request, context)
+    if inspect.isasyncgen(result):
+        async for item in result:
+            yield item
+    else:
+        await result
+
+
+def _streaming_methods() -> frozenset[str]:
+    service = a2a_pb2.DESCRIPTOR.services_by_name["A2AService"]
+    return frozenset(A2A_METHOD_PREFIX + m.name for m in service.methods if m.server_streaming)
+
+
+STREAMING_METHODS = _streaming_methods()
+
+
+def rejecting_handler(method: str, error: BaseException) -> grpc.RpcMethodHandler:
+    """A handler for `method` that refuses the call with `error` (turned into a status by the error
+    interceptor) without running the interceptors further in, the servicer, or even parsing the request."""
+    if method in STREAMING_METHODS:
+
+        async def reject_stream(request: Any, context: Any) -> AsyncIterator[Any]:
+            raise error
+            yield  # pragma: no cover - makes this an async generator
+
+        return grpc.unary_stream_rpc_method_handler(reject_stream)
+
+    async def reject_unary(request: Any, context: Any) -> Any:
+        raise error
+
+    return grpc.unary_unary_rpc_method_handler(reject_unary)
