@@ -1,0 +1,119 @@
+"""Shared fixtures: a real server on 127.0.0.1 (port 0), real channels and generated stubs."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+from google.rpc import error_details_pb2, status_pb2
+
+from a2a_grpc.agent import AgentExecutor
+from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
+from a2a_grpc.server import A2AServer, ServerSettings
+
+V1 = (("a2a-version", "1.0"),)
+
+BASE_CARD: dict[str, Any] = {
+    "name": "test agent",
+    "description": "An agent for tests.",
+    "version": "1.0.0",
+    "capabilities": {"streaming": True, "pushNotifications": True},
+    "defaultInputModes": ["text/plain"],
+    "defaultOutputModes": ["text/plain"],
+    "skills": [{"id": "echo", "name": "Echo", "description": "Echoes.", "tags": ["echo"]}],
+}
+
+StartServer = Callable[..., Awaitable[A2AServer]]
+
+
+@pytest.fixture
+async def start_server(tmp_path: Path) -> AsyncIterator[StartServer]:
+    """Start servers on free loopback ports; all are stopped after the test.
+
+    `card` is a dict (ProtoJSON) written to a file, `agent` an executor instance, `store_url` a store
+    URL (memory by default); any other keyword is a ServerSettings field.
+    """
+    servers: list[A2AServer] = []
+
+    async def start(
+        *,
+        card: dict[str, Any] | None = None,
+        agent: AgentExecutor | None = None,
+        store_url: str = "memory",
+        **settings: Any,
+    ) -> A2AServer:
+        card_path = tmp_path / f"card-{len(servers)}.json"
+        card_path.write_text(json.dumps(card if card is not None else BASE_CARD))
+        server = A2AServer(
+            ServerSettings(
+                listen="127.0.0.1:0",
+                http_listen="127.0.0.1:0",
+                card_path=str(card_path),
+                store_url=store_url,
+                **settings,
+            ),
+            agent=agent,
+        )
+        await server.start()
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        await server.stop(0)
+
+
+@pytest.fixture
+async def server(start_server: StartServer) -> A2AServer:
+    return await start_server()
+
+
+@pytest.fixture
+async def channel(server: A2AServer) -> AsyncIterator[grpc.aio.Channel]:
+    async with grpc.aio.insecure_channel(server.grpc_target) as channel:
+        yield channel
+
+
+@pytest.fixture
+def stub(channel: grpc.aio.Channel) -> a2a_pb2_grpc.A2AServiceStub:
+    return a2a_pb2_grpc.A2AServiceStub(channel)
+
+
+def user_message(text: str = "hello", **fields: Any) -> a2a_pb2.Message:
+    fields.setdefault("message_id", f"m-{abs(hash(text)) % 10**8}")
+    return a2a_pb2.Message(role=a2a_pb2.ROLE_USER, parts=[a2a_pb2.Part(text=text)], **fields)
+
+
+def send_request(text: str = "hello", **fields: Any) -> a2a_pb2.SendMessageRequest:
+    return a2a_pb2.SendMessageRequest(message=user_message(text), **fields)
+
+
+def rich_status(error: grpc.aio.AioRpcError) -> status_pb2.Status:
+    for key, value in error.trailing_metadata() or ():
+        if key == "grpc-status-details-bin":
+            status = status_pb2.Status()
+            status.ParseFromString(value)
+            return status
+    raise AssertionError(f"no rich status in {error!r}")
+
+
+def error_info(error: grpc.aio.AioRpcError) -> error_details_pb2.ErrorInfo:
+    for detail in rich_status(error).details:
+        if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
+            info = error_details_pb2.ErrorInfo()
+            detail.Unpack(info)
+            return info
+    raise AssertionError(f"no ErrorInfo in {error!r}")
+
+
+def bad_request(error: grpc.aio.AioRpcError) -> error_details_pb2.BadRequest:
+    for detail in rich_status(error).details:
+        if detail.Is(error_details_pb2.BadRequest.DESCRIPTOR):
+            found = error_details_pb2.BadRequest()
+            detail.Unpack(found)
+            return found
+    raise AssertionError(f"no BadRequest in {error!r}")
