@@ -96,6 +96,10 @@ class Subscriber:
         self._items.append(item)
         self._wake()
 
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
     def close(self) -> None:
         self._closed = True
         self._wake()
@@ -257,10 +261,7 @@ class TaskManager:
                 f"task {task.id} is still processing an earlier message", metadata={"taskId": task.id}
             )
         message.context_id = task.context_id
-        task.history.append(message)
-        status = a2a_pb2.TaskStatus(state=TaskState.TASK_STATE_WORKING, timestamp=now_timestamp())
-        task.status.CopyFrom(status)
-        self._write(live, TaskWrite(task.id, 0, status=status, history=(message,)))
+        self._set_status(live, TaskState.TASK_STATE_WORKING, None, message)
         return live
 
     # ---- events from the agent ---------------------------------------------------------------
@@ -269,21 +270,38 @@ class TaskManager:
         live = run.live
         if live.run is not run or live.state in TERMINAL_STATES:
             raise InvalidRequestError("the task is no longer being worked on by this agent run")
+        self._set_status(live, state, message)
+        if state in SETTLED_STATES:
+            self._settle(run, state)
+
+    def _set_status(
+        self,
+        live: LiveTask,
+        state: int,
+        message: a2a_pb2.Message | None,
+        user_message: a2a_pb2.Message | None = None,
+    ) -> None:
+        """Apply, persist and publish a new status; its message (and a user message) join the history."""
         task = live.task
         status = a2a_pb2.TaskStatus(state=state, timestamp=now_timestamp())  # type: ignore[arg-type]
         history: tuple[a2a_pb2.Message, ...] = ()
+        if user_message is not None:
+            task.history.append(user_message)
+            history = (user_message,)
         if message is not None:
             message.task_id = task.id
             message.context_id = task.context_id
             status.message.CopyFrom(message)
             task.history.append(message)
-            history = (message,)
+            history = (*history, message)
         task.status.CopyFrom(status)
         self._write(live, TaskWrite(task.id, 0, status=status, history=history))
         event = a2a_pb2.TaskStatusUpdateEvent(task_id=task.id, context_id=task.context_id, status=status)
         self._publish(live, a2a_pb2.StreamResponse(status_update=event))
-        if state in SETTLED_STATES:
-            self._settle(run, state)
+        if state in TERMINAL_STATES:
+            for subscriber in live.subscribers:
+                subscriber.close()
+            live.subscribers.clear()
 
     def record_artifact(self, run: TaskRun, artifact: a2a_pb2.Artifact, append: bool, last_chunk: bool) -> None:
         live = run.live
@@ -310,10 +328,11 @@ class TaskManager:
 
     def _settle(self, run: TaskRun, state: int) -> None:
         live = run.live
-        for subscriber in live.subscribers:
-            if state in TERMINAL_STATES or subscriber.close_on_interrupt:
-                subscriber.close()
-        live.subscribers = [s for s in live.subscribers if not s._closed]
+        if state in INTERRUPTED_STATES:
+            for subscriber in live.subscribers:
+                if subscriber.close_on_interrupt:
+                    subscriber.close()
+            live.subscribers = [s for s in live.subscribers if not s.closed]
         if not run.settled.done():
             run.settled.set_result(None)
 
@@ -380,10 +399,8 @@ class TaskManager:
                 f"task {task_id} is already {TaskState.Name(live.state)}", metadata={"taskId": task_id}
             )
         run = live.run
-        if run is None:  # interrupted or idle: no agent is running, cancel it here
-            run = live.run = TaskRun(live, RequestContext(a2a_pb2.Message(), live.task, CallState(caller=owner)))
-            self.record_status(run, TaskState.TASK_STATE_CANCELED, None)
-            live.run = None
+        if run is None:  # interrupted: no agent is running, so cancel it here
+            self._set_status(live, TaskState.TASK_STATE_CANCELED, None)
         else:
             await self._cancel_run(run)
         await self._release(live)
