@@ -1,0 +1,44 @@
+"""Task stores: the interface, the in-memory and SQLite stores, and `open_store` to pick one by URL."""
+
+from __future__ import annotations
+
+from a2a_grpc.store.base import (
+    InvalidPageTokenError,
+    StoreError,
+    TaskPage,
+    TaskQuery,
+    TaskStore,
+    TaskWrite,
+    VersionConflictError,
+)
+from a2a_grpc.store.memory import MemoryStore
+from a2a_grpc.store.sqlite import SqliteStore
+
+__all__ = [
+    "InvalidPageTokenError",
+    "MemoryStore",
+    "SqliteStore",
+    "StoreError",
+    "TaskPage",
+    "TaskQuery",
+    "TaskStore",
+    "TaskWrite",
+    "VersionConflictError",
+    "open_store",
+]
+
+_ACCEPTED = "'memory', 'memory://', 'sqlite:///relative/path' or 'sqlite:////absolute/path'"
+_SQLITE_PREFIX = "sqlite:///"
+
+
+def open_store(url: str) -> TaskStore:
+    """The store named by `url`, not yet opened (await its `open()`)."""
+    if url in ("memory", "memory://"):
+        return MemoryStore()
+    if url.startswith(_SQLITE_PREFIX):
+        path = url.removeprefix(_SQLITE_PREFIX)  # "sqlite:////abs" leaves "/abs"; "sqlite:///rel", "rel"
+        if not path:
+            raise ValueError(f"store URL {url!r} names no file; accepted forms: {_ACCEPTED}")
+        return SqliteStore(path)
+    # A PostgreSQL store ("postgresql://...") is planned; it will be recognized here.
+    raise ValueError(f"unsupported store URL {url!r}; accepted forms: {_ACCEPTED}")

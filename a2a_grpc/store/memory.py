@@ -1,0 +1,181 @@
+"""An in-process store: nothing survives a restart.
+
+The task manager is the only writer and keeps mutating the Task it created, so a create write stores a
+reference to `write.task` and later writes only refresh this store's index data (version, status state
+and timestamp, context id); deltas are never re-applied. `get_task` returns that shared object.
+
+`apply` never raises: it returns an already-completed awaitable, which raises the write's error
+(`VersionConflictError`, or `ValueError` for a create without a task) when awaited.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Generator
+from dataclasses import dataclass
+from typing import Any
+
+from a2a_grpc.generated import a2a_pb2
+from a2a_grpc.store._codec import (
+    decode_config_cursor,
+    decode_task_cursor,
+    encode_config_cursor,
+    encode_task_cursor,
+    status_ts_us,
+)
+from a2a_grpc.store.base import TaskPage, TaskQuery, TaskWrite, VersionConflictError
+
+
+class _Done:
+    """An awaitable that is already complete; one shared instance serves every successful write."""
+
+    __slots__ = ()
+
+    def __await__(self) -> Generator[Any, None, None]:
+        yield from ()
+
+
+class _Failed:
+    __slots__ = ("_error",)
+
+    def __init__(self, error: Exception) -> None:
+        self._error = error
+
+    def __await__(self) -> Generator[Any, None, None]:
+        yield from ()
+        raise self._error
+
+
+_DONE = _Done()
+
+
+@dataclass(slots=True)
+class _Entry:
+    task: a2a_pb2.Task
+    owner: str
+    context_id: str
+    version: int
+    state: int
+    ts_us: int
+
+    def sort_key(self) -> tuple[int, str]:
+        return self.ts_us, self.task.id
+
+
+class MemoryStore:
+    def __init__(self) -> None:
+        self._tasks: dict[str, _Entry] = {}
+        self._by_owner: dict[str, dict[str, _Entry]] = {}
+        self._configs: dict[tuple[str, str], tuple[str, a2a_pb2.TaskPushNotificationConfig]] = {}
+
+    async def open(self) -> None:
+        pass
+
+    async def close(self) -> None:
+        pass
+
+    def apply(self, write: TaskWrite) -> Awaitable[None]:
+        entry = self._tasks.get(write.task_id)
+        if write.version == 1 and entry is None:
+            return self._create(write)
+        if entry is None or write.version != entry.version + 1:
+            return _Failed(_conflict(write, entry))
+        entry.version = write.version
+        if write.status is not None:
+            entry.state = write.status.state
+            entry.ts_us = status_ts_us(write.status)
+        entry.context_id = entry.task.context_id
+        return _DONE
+
+    def _create(self, write: TaskWrite) -> Awaitable[None]:
+        task = write.task
+        if task is None:
+            return _Failed(ValueError(f"create write for task {write.task_id!r} has no task"))
+        status = task.status
+        entry = _Entry(task, write.owner, task.context_id, 1, status.state, status_ts_us(status))
+        self._tasks[write.task_id] = entry
+        self._by_owner.setdefault(write.owner, {})[write.task_id] = entry
+        return _DONE
+
+    async def get_task(self, task_id: str, owner: str) -> a2a_pb2.Task | None:
+        entry = self._tasks.get(task_id)
+        if entry is None or entry.owner != owner:
+            return None
+        return entry.task
+
+    async def task_version(self, task_id: str) -> int | None:
+        entry = self._tasks.get(task_id)
+        return None if entry is None else entry.version
+
+    async def list_tasks(self, query: TaskQuery) -> TaskPage:
+        cursor = decode_task_cursor(query.page_token) if query.page_token else None
+        entries = [e for e in self._by_owner.get(query.owner, {}).values() if _matches(e, query)]
+        entries.sort(key=_Entry.sort_key, reverse=True)
+        total = len(entries)
+        if cursor is not None:
+            entries = [e for e in entries if e.sort_key() < cursor]
+        page = entries[: query.page_size]
+        token = encode_task_cursor(*page[-1].sort_key()) if len(entries) > len(page) and page else ""
+        tasks = [e.task if query.include_artifacts else _without_artifacts(e.task) for e in page]
+        return TaskPage(tasks=tasks, next_page_token=token, total_size=total)
+
+    async def put_push_config(self, owner: str, config: a2a_pb2.TaskPushNotificationConfig) -> None:
+        stored = a2a_pb2.TaskPushNotificationConfig()
+        stored.CopyFrom(config)
+        self._configs[(config.task_id, config.id)] = (owner, stored)
+
+    async def get_push_config(
+        self, owner: str, task_id: str, config_id: str
+    ) -> a2a_pb2.TaskPushNotificationConfig | None:
+        found = self._configs.get((task_id, config_id))
+        if found is None or found[0] != owner:
+            return None
+        return _copy(found[1])
+
+    async def list_push_configs(
+        self, owner: str, task_id: str, page_size: int, page_token: str
+    ) -> tuple[list[a2a_pb2.TaskPushNotificationConfig], str]:
+        after = decode_config_cursor(page_token) if page_token else None
+        ids = sorted(
+            config_id
+            for (tid, config_id), (config_owner, _) in self._configs.items()
+            if tid == task_id and config_owner == owner and (after is None or config_id > after)
+        )
+        page = ids[:page_size]
+        token = encode_config_cursor(page[-1]) if len(ids) > len(page) and page else ""
+        return [_copy(self._configs[(task_id, config_id)][1]) for config_id in page], token
+
+    async def delete_push_config(self, owner: str, task_id: str, config_id: str) -> bool:
+        found = self._configs.get((task_id, config_id))
+        if found is None or found[0] != owner:
+            return False
+        del self._configs[(task_id, config_id)]
+        return True
+
+
+def _conflict(write: TaskWrite, entry: _Entry | None) -> VersionConflictError:
+    stored = "absent" if entry is None else f"at version {entry.version}"
+    return VersionConflictError(f"task {write.task_id!r} is {stored}; write carries version {write.version}")
+
+
+def _matches(entry: _Entry, query: TaskQuery) -> bool:
+    if query.context_id and entry.context_id != query.context_id:
+        return False
+    if query.state and entry.state != query.state:
+        return False
+    return query.status_after_us is None or entry.ts_us >= query.status_after_us
+
+
+def _without_artifacts(task: a2a_pb2.Task) -> a2a_pb2.Task:
+    """A new Task sharing nothing with `task` (the stored object is the manager's) minus its artifacts."""
+    copy = a2a_pb2.Task(id=task.id, context_id=task.context_id, history=task.history)
+    if task.HasField("status"):
+        copy.status.CopyFrom(task.status)
+    if task.HasField("metadata"):
+        copy.metadata.CopyFrom(task.metadata)
+    return copy
+
+
+def _copy(config: a2a_pb2.TaskPushNotificationConfig) -> a2a_pb2.TaskPushNotificationConfig:
+    copy = a2a_pb2.TaskPushNotificationConfig()
+    copy.CopyFrom(config)
+    return copy

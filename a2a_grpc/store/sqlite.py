@@ -1,0 +1,581 @@
+"""The embedded durable store: one SQLite file in WAL mode.
+
+The event loop never touches SQLite. Writes (task writes and push-config changes) are serialized on the
+loop, then queued to one writer thread that applies everything queued in ONE transaction (group commit),
+each write inside its own SAVEPOINT so a failing write fails alone, and resolves the batch's futures with
+one `call_soon_threadsafe`. Reads run on one reader thread with its own connection (WAL lets it read
+while the writer writes).
+
+With synchronous=NORMAL in WAL mode a committed write survives the process being killed, not a power cut.
+
+`apply` never raises: it returns a future, which raises the write's error (`VersionConflictError`,
+`StoreError`, or `ValueError` for a create without a task) when awaited.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import functools
+import os
+import queue
+import sqlite3
+import threading
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Concatenate, Final, ParamSpec, TypeAlias, TypeVar
+
+from a2a_grpc.generated import a2a_pb2
+from a2a_grpc.store._codec import (
+    decode_config_cursor,
+    decode_task_cursor,
+    encode_config_cursor,
+    encode_task_cursor,
+    now_us,
+    status_ts_us,
+)
+from a2a_grpc.store.base import StoreError, TaskPage, TaskQuery, TaskWrite, VersionConflictError
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+SCHEMA_VERSION: Final = 1
+
+_SCHEMA: Final = (
+    "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)",
+    """CREATE TABLE IF NOT EXISTS tasks (
+        id TEXT PRIMARY KEY,
+        owner TEXT NOT NULL,
+        context_id TEXT NOT NULL,
+        state INTEGER NOT NULL,
+        status_ts_us INTEGER NOT NULL,
+        version INTEGER NOT NULL,
+        status BLOB NOT NULL,
+        metadata BLOB,
+        created_us INTEGER NOT NULL
+    )""",
+    "CREATE INDEX IF NOT EXISTS tasks_by_owner ON tasks (owner, status_ts_us DESC, id DESC)",
+    "CREATE INDEX IF NOT EXISTS tasks_by_context ON tasks (owner, context_id, status_ts_us DESC, id DESC)",
+    "CREATE INDEX IF NOT EXISTS tasks_by_state ON tasks (owner, state, status_ts_us DESC, id DESC)",
+    """CREATE TABLE IF NOT EXISTS history (
+        task_id TEXT NOT NULL REFERENCES tasks (id),
+        seq INTEGER NOT NULL,
+        message BLOB NOT NULL,
+        PRIMARY KEY (task_id, seq)
+    ) WITHOUT ROWID""",
+    """CREATE TABLE IF NOT EXISTS artifacts (
+        task_id TEXT NOT NULL REFERENCES tasks (id),
+        seq INTEGER NOT NULL,
+        artifact_id TEXT NOT NULL,
+        append INTEGER NOT NULL,
+        chunk BLOB NOT NULL,
+        PRIMARY KEY (task_id, seq)
+    ) WITHOUT ROWID""",
+    """CREATE TABLE IF NOT EXISTS push_configs (
+        task_id TEXT NOT NULL,
+        config_id TEXT NOT NULL,
+        owner TEXT NOT NULL,
+        blob BLOB NOT NULL,
+        PRIMARY KEY (task_id, config_id)
+    ) WITHOUT ROWID""",
+)
+
+_INSERT_TASK: Final = (
+    "INSERT INTO tasks (id, owner, context_id, state, status_ts_us, version, status, metadata, created_us)"
+    " VALUES (?, ?, ?, ?, ?, 1, ?, ?, ?) ON CONFLICT (id) DO NOTHING"
+)
+_INSERT_HISTORY: Final = "INSERT INTO history (task_id, seq, message) VALUES (?, ?, ?)"
+_INSERT_CHUNK: Final = "INSERT INTO artifacts (task_id, seq, artifact_id, append, chunk) VALUES (?, ?, ?, ?, ?)"
+_TASK_COLUMNS: Final = "id, owner, context_id, status, metadata, status_ts_us"
+
+# The type of google.protobuf.Struct, without importing google.protobuf (it has no type stubs).
+_STRUCT_TYPE: Final[Any] = type(a2a_pb2.Task().metadata)
+
+_Run: TypeAlias = Callable[[sqlite3.Connection, Any], object]
+_Job: TypeAlias = tuple[_Run, Any, asyncio.Future[Any]]
+_Outcome: TypeAlias = tuple[asyncio.Future[Any], BaseException | None, object]
+_STOP: Final = None
+
+
+@dataclass(slots=True)
+class _Status:
+    state: int
+    ts_us: int
+    blob: bytes
+
+
+@dataclass(slots=True)
+class _Write:
+    """A TaskWrite reduced to bytes and plain values, safe to hand to the writer thread."""
+
+    task_id: str
+    version: int
+    status: _Status | None
+    metadata: bytes | None
+    history: list[bytes]
+    chunks: list[tuple[str, bool, bytes]]  # (artifact_id, append, serialized Artifact)
+    owner: str = ""
+    context_id: str = ""
+    created_us: int = 0
+
+
+@dataclass(slots=True)
+class _Threads:
+    """What exists while the store is open: the writer thread and its queue, the reader thread."""
+
+    loop: asyncio.AbstractEventLoop
+    reader: concurrent.futures.ThreadPoolExecutor
+    queue: queue.SimpleQueue[_Job | None] = field(default_factory=queue.SimpleQueue)
+    ready: concurrent.futures.Future[None] = field(default_factory=concurrent.futures.Future)
+    stopped: concurrent.futures.Future[None] = field(default_factory=concurrent.futures.Future)
+    reader_conn: sqlite3.Connection | None = None
+
+
+class SqliteStore:
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self.commit_count = 0  # transactions committed by the writer thread: one per batch of writes
+        self._threads: _Threads | None = None
+
+    async def open(self) -> None:
+        """Create the file, its directory and the schema when missing; start the threads."""
+        if self._threads is not None:
+            return
+        loop = asyncio.get_running_loop()
+        threads = _Threads(loop, concurrent.futures.ThreadPoolExecutor(1, "sqlite-store-reader"))
+        writer = threading.Thread(target=self._writer_main, args=(threads,), name="sqlite-store-writer")
+        writer.daemon = True
+        writer.start()
+        try:
+            await asyncio.wrap_future(threads.ready)
+            threads.reader_conn = await loop.run_in_executor(threads.reader, _connect_reader, self.path)
+        except BaseException:
+            await _shutdown(threads)
+            raise
+        self._threads = threads
+
+    async def close(self) -> None:
+        """Commit every queued write, then stop the threads and close the connections."""
+        threads, self._threads = self._threads, None
+        if threads is not None:
+            await _shutdown(threads)
+
+    def apply(self, write: TaskWrite) -> Awaitable[None]:
+        try:
+            prepared = _prepare(write)
+        except (ValueError, TypeError) as exc:
+            return _failed(exc)
+        return self._submit(_apply_write, prepared)
+
+    async def get_task(self, task_id: str, owner: str) -> a2a_pb2.Task | None:
+        return await self._read(_get_task, task_id, owner)
+
+    async def task_version(self, task_id: str) -> int | None:
+        """The version of the last committed write; writes still queued are not counted."""
+        return await self._read(_task_version, task_id)
+
+    async def list_tasks(self, query: TaskQuery) -> TaskPage:
+        cursor = decode_task_cursor(query.page_token) if query.page_token else None
+        return await self._read(_list_tasks, query, cursor)
+
+    async def put_push_config(self, owner: str, config: a2a_pb2.TaskPushNotificationConfig) -> None:
+        await self._submit(_put_config, (config.task_id, config.id, owner, config.SerializeToString()))
+
+    async def get_push_config(
+        self, owner: str, task_id: str, config_id: str
+    ) -> a2a_pb2.TaskPushNotificationConfig | None:
+        return await self._read(_get_config, owner, task_id, config_id)
+
+    async def list_push_configs(
+        self, owner: str, task_id: str, page_size: int, page_token: str
+    ) -> tuple[list[a2a_pb2.TaskPushNotificationConfig], str]:
+        after = decode_config_cursor(page_token) if page_token else None
+        return await self._read(_list_configs, owner, task_id, page_size, after)
+
+    async def delete_push_config(self, owner: str, task_id: str, config_id: str) -> bool:
+        deleted: bool = await self._submit(_delete_config, (task_id, config_id, owner))
+        return deleted
+
+    # -- event loop side --------------------------------------------------------------------------
+
+    def _submit(self, run: _Run, payload: object) -> asyncio.Future[Any]:
+        threads = self._threads
+        if threads is None:
+            return _failed(StoreError("the store is not open"))
+        future = threads.loop.create_future()
+        threads.queue.put((run, payload, future))
+        return future
+
+    async def _read(self, fn: Callable[Concatenate[sqlite3.Connection, P], T], *args: P.args, **kwargs: P.kwargs) -> T:
+        threads = self._threads
+        if threads is None or threads.reader_conn is None:
+            raise StoreError("the store is not open")
+        call = functools.partial(fn, threads.reader_conn, *args, **kwargs)
+        return await threads.loop.run_in_executor(threads.reader, _in_snapshot, threads.reader_conn, call)
+
+    # -- writer thread ----------------------------------------------------------------------------
+
+    def _writer_main(self, threads: _Threads) -> None:
+        try:
+            conn = _connect_writer(self.path)
+        except BaseException as exc:
+            threads.stopped.set_result(None)
+            threads.ready.set_exception(_as_store_error(exc))
+            return
+        threads.ready.set_result(None)
+        try:
+            while self._serve_batch(conn, threads):
+                pass
+        finally:
+            conn.close()
+            threads.stopped.set_result(None)
+
+    def _serve_batch(self, conn: sqlite3.Connection, threads: _Threads) -> bool:
+        """Commit everything queued as one transaction; False once the stop marker was seen."""
+        jobs, stop = _drain(threads.queue)
+        if jobs:
+            outcomes = self._commit(conn, jobs)
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody is waiting any more
+                threads.loop.call_soon_threadsafe(_resolve, outcomes)
+        return not stop
+
+    def _commit(self, conn: sqlite3.Connection, jobs: list[_Job]) -> list[_Outcome]:
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            outcomes = [(future, *_run_in_savepoint(conn, run, payload)) for run, payload, future in jobs]
+            conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            _rollback(conn)
+            error = StoreError(f"commit failed: {exc}")
+            return [(future, error, None) for _, _, future in jobs]
+        self.commit_count += 1
+        return outcomes
+
+
+async def _shutdown(threads: _Threads) -> None:
+    if not threads.stopped.done():
+        threads.queue.put(_STOP)  # queued after every pending write, which all commit first
+        await asyncio.wrap_future(threads.stopped)
+    if threads.reader_conn is not None:
+        await threads.loop.run_in_executor(threads.reader, threads.reader_conn.close)
+    threads.reader.shutdown(wait=False)
+
+
+def _failed(error: BaseException) -> asyncio.Future[Any]:
+    future = asyncio.get_running_loop().create_future()
+    future.set_exception(error)
+    return future
+
+
+def _drain(jobs_queue: queue.SimpleQueue[_Job | None]) -> tuple[list[_Job], bool]:
+    """Block for one job, then take every job already queued; True when the stop marker came."""
+    jobs: list[_Job] = []
+    item = jobs_queue.get()
+    while item is not _STOP:
+        jobs.append(item)
+        try:
+            item = jobs_queue.get_nowait()
+        except queue.Empty:
+            return jobs, False
+    return jobs, True
+
+
+def _resolve(outcomes: list[_Outcome]) -> None:
+    for future, error, value in outcomes:
+        if future.done():  # cancelled by the caller
+            continue
+        if error is None:
+            future.set_result(value)
+        else:
+            future.set_exception(error)
+
+
+def _run_in_savepoint(conn: sqlite3.Connection, run: _Run, payload: object) -> tuple[BaseException | None, object]:
+    conn.execute("SAVEPOINT write")
+    try:
+        value = run(conn, payload)
+    except Exception as exc:  # whatever went wrong, it fails this write only
+        conn.execute("ROLLBACK TO write")
+        conn.execute("RELEASE write")
+        return _as_store_error(exc), None
+    conn.execute("RELEASE write")
+    return None, value
+
+
+def _rollback(conn: sqlite3.Connection) -> None:
+    with contextlib.suppress(sqlite3.Error):  # no transaction was open
+        conn.execute("ROLLBACK")
+
+
+def _as_store_error(exc: BaseException) -> BaseException:
+    if isinstance(exc, sqlite3.Error | OSError):
+        return StoreError(f"sqlite: {exc}")
+    return exc
+
+
+# -- connections and schema (writer and reader threads) -------------------------------------------
+
+
+def _connect_writer(path: Path) -> sqlite3.Connection:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    try:
+        mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        if mode != "wal":
+            raise StoreError(f"{path}: cannot use WAL journal mode (got {mode!r})")
+        conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute("PRAGMA foreign_keys = ON")
+        conn.execute("PRAGMA busy_timeout = 5000")
+        _create_schema(conn)
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _create_schema(conn: sqlite3.Connection) -> None:
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        for statement in _SCHEMA:
+            conn.execute(statement)
+        row = conn.execute("SELECT MAX(version) FROM schema_version").fetchone()
+        if row[0] is None:
+            conn.execute("INSERT INTO schema_version (version) VALUES (?)", (SCHEMA_VERSION,))
+        elif row[0] > SCHEMA_VERSION:
+            raise StoreError(f"database schema version {row[0]} is newer than this server ({SCHEMA_VERSION})")
+        conn.execute("COMMIT")
+    except BaseException:
+        _rollback(conn)
+        raise
+
+
+def _connect_reader(path: Path) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    conn.execute("PRAGMA query_only = ON")
+    conn.execute("PRAGMA busy_timeout = 5000")
+    return conn
+
+
+# -- writes: prepared on the event loop, applied on the writer thread -----------------------------
+
+
+def _prepare(write: TaskWrite) -> _Write:
+    if write.version == 1:
+        return _prepare_create(write)
+    status = None if write.status is None else _prepare_status(write.status)
+    metadata = None if write.metadata is None else _struct_bytes(write.metadata)
+    history = [message.SerializeToString() for message in write.history]
+    chunks = [] if write.artifact is None else [_chunk(write.artifact, write.append)]
+    return _Write(write.task_id, write.version, status, metadata, history, chunks)
+
+
+def _prepare_create(write: TaskWrite) -> _Write:
+    task = write.task
+    if task is None:
+        raise ValueError(f"create write for task {write.task_id!r} has no task")
+    metadata = task.metadata.SerializeToString() if task.HasField("metadata") else None
+    history = [message.SerializeToString() for message in task.history]
+    chunks = [_chunk(artifact, False) for artifact in task.artifacts]
+    return _Write(
+        write.task_id,
+        1,
+        _prepare_status(task.status),
+        metadata,
+        history,
+        chunks,
+        owner=write.owner,
+        context_id=task.context_id,
+        created_us=now_us(),
+    )
+
+
+def _prepare_status(status: a2a_pb2.TaskStatus) -> _Status:
+    return _Status(status.state, status_ts_us(status), status.SerializeToString())
+
+
+def _chunk(artifact: a2a_pb2.Artifact, append: bool) -> tuple[str, bool, bytes]:
+    return artifact.artifact_id, append, artifact.SerializeToString()
+
+
+def _struct_bytes(metadata: object) -> bytes:
+    if not isinstance(metadata, _STRUCT_TYPE):
+        raise TypeError(f"TaskWrite.metadata must be a google.protobuf.Struct, not {type(metadata).__name__}")
+    serialized: bytes = metadata.SerializeToString()
+    return serialized
+
+
+def _apply_write(conn: sqlite3.Connection, write: _Write) -> None:
+    if write.version == 1:
+        _insert_task(conn, write)
+        history_seq = chunk_seq = 0
+    else:
+        _update_task(conn, write)
+        history_seq = _next_seq(conn, "history", write.task_id) if write.history else 0
+        chunk_seq = _next_seq(conn, "artifacts", write.task_id) if write.chunks else 0
+    if write.history:
+        rows = [(write.task_id, history_seq + i, blob) for i, blob in enumerate(write.history)]
+        conn.executemany(_INSERT_HISTORY, rows)
+    if write.chunks:
+        chunks = [(write.task_id, chunk_seq + i, *chunk) for i, chunk in enumerate(write.chunks)]
+        conn.executemany(_INSERT_CHUNK, chunks)
+
+
+def _insert_task(conn: sqlite3.Connection, write: _Write) -> None:
+    status = write.status
+    assert status is not None  # _prepare_create always sets it
+    row = (write.task_id, write.owner, write.context_id, status.state, status.ts_us, status.blob)
+    cursor = conn.execute(_INSERT_TASK, (*row, write.metadata, write.created_us))
+    if cursor.rowcount != 1:
+        raise VersionConflictError(f"task {write.task_id!r} already exists; write carries version 1")
+
+
+def _update_task(conn: sqlite3.Connection, write: _Write) -> None:
+    columns = ["version = ?"]
+    values: list[object] = [write.version]
+    if write.status is not None:
+        columns.append("state = ?, status_ts_us = ?, status = ?")
+        values += (write.status.state, write.status.ts_us, write.status.blob)
+    if write.metadata is not None:
+        columns.append("metadata = ?")
+        values.append(write.metadata)
+    sql = f"UPDATE tasks SET {', '.join(columns)} WHERE id = ? AND version = ?"
+    if conn.execute(sql, (*values, write.task_id, write.version - 1)).rowcount != 1:
+        raise VersionConflictError(
+            f"task {write.task_id!r} is absent or not at version {write.version - 1}; "
+            f"write carries version {write.version}"
+        )
+
+
+def _next_seq(conn: sqlite3.Connection, table: str, task_id: str) -> int:
+    row = conn.execute(f"SELECT MAX(seq) FROM {table} WHERE task_id = ?", (task_id,)).fetchone()
+    return 0 if row[0] is None else int(row[0]) + 1
+
+
+def _put_config(conn: sqlite3.Connection, payload: tuple[str, str, str, bytes]) -> None:
+    conn.execute(
+        "INSERT INTO push_configs (task_id, config_id, owner, blob) VALUES (?, ?, ?, ?)"
+        " ON CONFLICT (task_id, config_id) DO UPDATE SET owner = excluded.owner, blob = excluded.blob",
+        payload,
+    )
+
+
+def _delete_config(conn: sqlite3.Connection, payload: tuple[str, str, str]) -> bool:
+    sql = "DELETE FROM push_configs WHERE task_id = ? AND config_id = ? AND owner = ?"
+    return conn.execute(sql, payload).rowcount > 0
+
+
+# -- reads: on the reader thread, each inside one read transaction (a consistent snapshot) --------
+
+
+def _in_snapshot(conn: sqlite3.Connection, read: Callable[[], T]) -> T:
+    try:
+        conn.execute("BEGIN")
+        try:
+            return read()
+        finally:
+            conn.execute("COMMIT")
+    except sqlite3.Error as exc:
+        raise StoreError(f"sqlite: {exc}") from exc
+
+
+def _get_task(conn: sqlite3.Connection, task_id: str, owner: str) -> a2a_pb2.Task | None:
+    row = conn.execute(f"SELECT {_TASK_COLUMNS} FROM tasks WHERE id = ?", (task_id,)).fetchone()
+    if row is None or row[1] != owner:
+        return None
+    return _load_task(conn, row, include_artifacts=True)
+
+
+def _task_version(conn: sqlite3.Connection, task_id: str) -> int | None:
+    row = conn.execute("SELECT version FROM tasks WHERE id = ?", (task_id,)).fetchone()
+    return None if row is None else int(row[0])
+
+
+def _list_tasks(conn: sqlite3.Connection, query: TaskQuery, cursor: tuple[int, str] | None) -> TaskPage:
+    where, params = _task_filters(query)
+    total: int = conn.execute(f"SELECT COUNT(*) FROM tasks WHERE {where}", params).fetchone()[0]
+    if cursor is not None:
+        where += " AND (status_ts_us, id) < (?, ?)"
+        params += cursor
+    sql = f"SELECT {_TASK_COLUMNS} FROM tasks WHERE {where} ORDER BY status_ts_us DESC, id DESC LIMIT ?"
+    rows = conn.execute(sql, (*params, query.page_size + 1)).fetchall()
+    page = rows[: query.page_size]
+    token = encode_task_cursor(page[-1][5], page[-1][0]) if len(rows) > len(page) and page else ""
+    tasks = [_load_task(conn, row, query.include_artifacts) for row in page]
+    return TaskPage(tasks=tasks, next_page_token=token, total_size=total)
+
+
+def _task_filters(query: TaskQuery) -> tuple[str, list[object]]:
+    clauses = ["owner = ?"]
+    params: list[object] = [query.owner]
+    if query.context_id:
+        clauses.append("context_id = ?")
+        params.append(query.context_id)
+    if query.state:
+        clauses.append("state = ?")
+        params.append(query.state)
+    if query.status_after_us is not None:
+        clauses.append("status_ts_us >= ?")
+        params.append(query.status_after_us)
+    return " AND ".join(clauses), params
+
+
+def _load_task(conn: sqlite3.Connection, row: tuple[Any, ...], include_artifacts: bool) -> a2a_pb2.Task:
+    task_id, _, context_id, status, metadata, _ = row
+    task = a2a_pb2.Task(id=task_id, context_id=context_id)
+    task.status.MergeFromString(status)
+    if metadata is not None:
+        task.metadata.MergeFromString(metadata)
+    for (message,) in conn.execute("SELECT message FROM history WHERE task_id = ? ORDER BY seq", (task_id,)):
+        task.history.add().MergeFromString(message)
+    if include_artifacts:
+        sql = "SELECT artifact_id, append, chunk FROM artifacts WHERE task_id = ? ORDER BY seq"
+        task.artifacts.extend(_merge_chunks(conn.execute(sql, (task_id,))))
+    return task
+
+
+def _merge_chunks(chunks: Iterable[tuple[str, int, bytes]]) -> list[a2a_pb2.Artifact]:
+    """Replay artifact chunks: append extends an artifact, otherwise it replaces it in place."""
+    merged: dict[str, a2a_pb2.Artifact] = {}
+    for artifact_id, append, blob in chunks:
+        chunk = a2a_pb2.Artifact.FromString(blob)
+        current = merged.get(artifact_id)
+        if append and current is not None:
+            _extend(current, chunk)
+        else:
+            merged[artifact_id] = chunk
+    return list(merged.values())
+
+
+def _extend(artifact: a2a_pb2.Artifact, chunk: a2a_pb2.Artifact) -> None:
+    artifact.parts.extend(chunk.parts)
+    if chunk.name:
+        artifact.name = chunk.name
+    if chunk.description:
+        artifact.description = chunk.description
+    if chunk.HasField("metadata"):
+        artifact.metadata.CopyFrom(chunk.metadata)
+    if chunk.extensions:
+        artifact.extensions[:] = chunk.extensions
+
+
+def _get_config(
+    conn: sqlite3.Connection, owner: str, task_id: str, config_id: str
+) -> a2a_pb2.TaskPushNotificationConfig | None:
+    sql = "SELECT blob FROM push_configs WHERE task_id = ? AND config_id = ? AND owner = ?"
+    row = conn.execute(sql, (task_id, config_id, owner)).fetchone()
+    return None if row is None else a2a_pb2.TaskPushNotificationConfig.FromString(row[0])
+
+
+def _list_configs(
+    conn: sqlite3.Connection, owner: str, task_id: str, page_size: int, after: str | None
+) -> tuple[list[a2a_pb2.TaskPushNotificationConfig], str]:
+    sql = (
+        "SELECT config_id, blob FROM push_configs WHERE task_id = ? AND owner = ?"
+        " AND (? IS NULL OR config_id > ?) ORDER BY config_id LIMIT ?"
+    )
+    rows = conn.execute(sql, (task_id, owner, after, after, page_size + 1)).fetchall()
+    page = rows[:page_size]
+    token = encode_config_cursor(page[-1][0]) if len(rows) > len(page) and page else ""
+    return [a2a_pb2.TaskPushNotificationConfig.FromString(blob) for _, blob in page], token
