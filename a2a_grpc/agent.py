@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from google.protobuf import json_format
 
 from a2a_grpc.call import CallState
+from a2a_grpc.extensions import Extension
 from a2a_grpc.generated import a2a_pb2
 
 if TYPE_CHECKING:
@@ -79,22 +80,36 @@ class RequestContext:
     def extension_active(self, uri: str) -> bool:
         return uri in self.call.activated_extensions
 
-    def extension_payload(self, uri: str) -> Any:
-        """The extension's data from Message.metadata, else the request metadata; None when absent or inactive."""
+    def extension_payload(self, extension: Extension | str) -> Any:
+        """The extension's data from Message.metadata, else the request metadata; None when absent or inactive.
+
+        The data is read under the URI, or under the key an `Extension` names (`data_key`).
+        """
+        uri, key = _uri_and_key(extension)
         if not self.extension_active(uri):
             return None
         for metadata in (self.message.metadata, self.request_metadata):
-            if metadata is not None and uri in metadata.fields:
-                return json_format.MessageToDict(metadata.fields[uri])
+            if metadata is not None and key in metadata.fields:
+                return json_format.MessageToDict(metadata.fields[key])
         return None
 
-    def attach_extension_data(self, target: a2a_pb2.Message | a2a_pb2.Artifact, uri: str, data: Any) -> None:
-        """Write `data` under `uri` in target.metadata and list `uri` in target.extensions."""
+    def attach_extension_data(
+        self, target: a2a_pb2.Message | a2a_pb2.Artifact, extension: Extension | str, data: Any
+    ) -> None:
+        """Write `data` in target.metadata (under the URI or the extension's `data_key`) and list the URI
+        in target.extensions."""
+        uri, key = _uri_and_key(extension)
         if not self.extension_active(uri):
             raise ExtensionNotActiveError(f"extension {uri} is not active on this call")
-        target.metadata.update({uri: data})
+        target.metadata.update({key: data})
         if uri not in target.extensions:
             target.extensions.append(uri)
+
+
+def _uri_and_key(extension: Extension | str) -> tuple[str, str]:
+    if isinstance(extension, Extension):
+        return extension.uri, extension.data_key
+    return extension, extension
 
 
 class EventPublisher:

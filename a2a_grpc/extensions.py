@@ -39,6 +39,12 @@ class Extension:
     params: Mapping[str, Any] | None = None
     dependencies: tuple[str, ...] = ()
     payload_schema: Mapping[str, Any] | None = None
+    metadata_key: str = ""  # where its data travels when its spec names a key other than the URI
+
+    @property
+    def data_key(self) -> str:
+        """The metadata key that carries this extension's data."""
+        return self.metadata_key or self.uri
 
     def to_proto(self) -> a2a_pb2.AgentExtension:
         declared = a2a_pb2.AgentExtension(uri=self.uri, description=self.description, required=self.required)
@@ -137,10 +143,11 @@ class ExtensionRegistry:
             ("message.metadata", message.metadata),
         ]
         places.extend((f"message.parts[{i}].metadata", part.metadata) for i, part in enumerate(message.parts))
+        keys = [(uri, self._by_uri[uri].data_key) for uri in checked]
         for path, metadata in places:
-            for uri in checked:
-                if uri in metadata.fields:
-                    violations.extend(self._check(uri, f"{path}[{uri!r}]", metadata.fields[uri]))
+            for uri, key in keys:
+                if key in metadata.fields:
+                    violations.extend(self._check(uri, f"{path}[{key!r}]", metadata.fields[key]))
         return violations
 
     def _check(self, uri: str, path: str, value: struct_pb2.Value) -> list[tuple[str, str]]:

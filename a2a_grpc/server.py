@@ -16,7 +16,7 @@ from grpc_reflection.v1alpha import reflection
 
 from a2a_grpc.agent import AgentExecutor
 from a2a_grpc.agents.echo import EchoAgent
-from a2a_grpc.card import card_json, complete_card, load_card
+from a2a_grpc.card import GRPC_BINDING, card_json, complete_card, load_card
 from a2a_grpc.extensions import Extension, ExtensionRegistry
 from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
 from a2a_grpc.servicer import A2AServicer
@@ -43,6 +43,7 @@ class ServerSettings:
     missing_version_means: str = "0.3"
     bearer_tokens: dict[str, str] = field(default_factory=dict)
     max_message_bytes: int = 4 * 1024 * 1024
+    max_metadata_bytes: int = 16 * 1024  # request headers; larger ones get RESOURCE_EXHAUSTED from the transport
     negotiate_extensions: bool = True
 
 
@@ -105,6 +106,9 @@ class A2AServer:
             options=[
                 ("grpc.max_receive_message_length", settings.max_message_bytes),
                 ("grpc.max_send_message_length", settings.max_message_bytes),
+                # soft = hard limit: gRPC otherwise refuses headers between 8 and 16 KiB at random
+                ("grpc.max_metadata_size", settings.max_metadata_bytes),
+                ("grpc.absolute_max_metadata_size", settings.max_metadata_bytes),
                 ("grpc.so_reuseport", 0),
             ],
         )
@@ -116,6 +120,7 @@ class A2AServer:
         self.port = server.add_insecure_port(settings.listen)
         if self.port == 0:
             raise OSError(f"cannot listen on {settings.listen}")
+        self._advertise_bound_port()
         await server.start()
         self._server = server
         for service in ("", SERVICE_NAME):
@@ -123,6 +128,15 @@ class A2AServer:
         if settings.http_listen:
             await self._start_http(settings.http_listen)
         log.info("serving A2A on %s (card on %s)", self.grpc_target, settings.http_listen or "-")
+
+    def _advertise_bound_port(self) -> None:
+        """With `--listen HOST:0` the card's gRPC interface gets the port actually bound."""
+        if not self.settings.listen.endswith(":0"):
+            return
+        for card in (self.card, self.extended_card):
+            for interface in card.supported_interfaces if card is not None else ():
+                if interface.protocol_binding == GRPC_BINDING and interface.url == self.settings.listen:
+                    interface.url = self.grpc_target
 
     @property
     def grpc_target(self) -> str:

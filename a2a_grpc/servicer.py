@@ -13,7 +13,7 @@ from typing import Any, TypeAlias
 
 from google.protobuf import empty_pb2
 
-from a2a_grpc.call import current_call
+from a2a_grpc.call import CallState, begin_call, current_call
 from a2a_grpc.errors import (
     AuthenticationError,
     ExtendedAgentCardNotConfiguredError,
@@ -87,7 +87,7 @@ class A2AServicer(a2a_pb2_grpc.A2AServiceServicer):
 
     async def SendMessage(self, request: a2a_pb2.SendMessageRequest, context: Context) -> a2a_pb2.SendMessageResponse:
         self._accept_send(request)
-        call = current_call()
+        call = _call_for_agent(context)
         run = await self.manager.submit(request, call)
         live = run.live
         await self._store_send_push_config(request, live.task.id)
@@ -104,14 +104,16 @@ class A2AServicer(a2a_pb2_grpc.A2AServiceServicer):
         self._require_streaming()
         self._accept_send(request)
         subscriber = Subscriber(close_on_interrupt=True)
-        run = await self.manager.submit(request, current_call(), subscriber)
+        run = await self.manager.submit(request, _call_for_agent(context), subscriber)
         live = run.live
-        await self._store_send_push_config(request, live.task.id)
         configuration = request.configuration
         history_length = configuration.history_length if configuration.HasField("history_length") else None
+        # The snapshot (a copy) must be taken before anything awaits: the agent is already running
+        # and every event it publishes from here on is queued for this subscriber.
         snapshot = a2a_pb2.StreamResponse(task=task_view(live.task, history_length))
         created = live.last_write
         try:
+            await self._store_send_push_config(request, live.task.id)
             await wait_durable(created)
             yield snapshot
             async for event in subscriber.events():
@@ -245,6 +247,13 @@ class A2AServicer(a2a_pb2_grpc.A2AServiceServicer):
         if not current_call().caller:
             raise AuthenticationError("the extended agent card requires an authenticated caller")
         return self.extended_card
+
+
+def _call_for_agent(context: Context) -> CallState:
+    """This call's state, with the deadline the agent should keep to (None when the client set none)."""
+    call = begin_call()
+    call.deadline = context.time_remaining()
+    return call
 
 
 def _config_not_found(task_id: str, config_id: str) -> PushNotificationConfigNotFoundError:

@@ -14,7 +14,7 @@ from typing import Any
 import grpc
 
 from a2a_grpc.call import current_call
-from a2a_grpc.errors import A2AError, InternalError, status_trailers
+from a2a_grpc.errors import A2AError, InternalError, InvalidRequestError, status_trailers
 from a2a_grpc.extensions import EXTENSIONS_HEADER
 from interceptors.server.handlers import StreamBehavior, UnaryBehavior, is_a2a_method, stream_items
 
@@ -32,15 +32,27 @@ class ErrorInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         handler = await continuation(handler_call_details)
         if handler is None or not is_a2a_method(handler_call_details.method):
             return handler
+        # Requests are parsed inside the guard: grpc.aio answers a parse failure itself, with
+        # UNKNOWN and the exception text.
+        parse = handler.request_deserializer
         if handler.response_streaming:
-            return handler._replace(unary_stream=_guard_stream(handler.unary_stream))
-        return handler._replace(unary_unary=_guard_unary(handler.unary_unary))
+            return handler._replace(unary_stream=_guard_stream(handler.unary_stream, parse), request_deserializer=None)
+        return handler._replace(unary_unary=_guard_unary(handler.unary_unary, parse), request_deserializer=None)
 
 
-def _guard_unary(behavior: UnaryBehavior) -> UnaryBehavior:
+def _parse(parse: Callable[[bytes], Any] | None, request: Any) -> Any:
+    if parse is None:
+        return request
+    try:
+        return parse(request)
+    except Exception:
+        raise InvalidRequestError("the request is not a valid message of this method's request type") from None
+
+
+def _guard_unary(behavior: UnaryBehavior, parse: Callable[[bytes], Any] | None) -> UnaryBehavior:
     async def guarded(request: Any, context: grpc.aio.ServicerContext) -> Any:
         try:
-            return await behavior(request, context)
+            return await behavior(_parse(parse, request), context)
         except A2AError as error:
             await abort(context, error)
         except grpc.aio.AbortError:
@@ -52,10 +64,10 @@ def _guard_unary(behavior: UnaryBehavior) -> UnaryBehavior:
     return guarded
 
 
-def _guard_stream(behavior: StreamBehavior) -> StreamBehavior:
+def _guard_stream(behavior: StreamBehavior, parse: Callable[[bytes], Any] | None) -> StreamBehavior:
     async def guarded(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
         try:
-            async for item in stream_items(behavior, request, context):
+            async for item in stream_items(behavior, _parse(parse, request), context):
                 yield item
         except A2AError as error:
             await abort(context, error)

@@ -40,16 +40,20 @@ STREAMING_METHODS = _streaming_methods()
 
 def rejecting_handler(method: str, error: BaseException) -> grpc.RpcMethodHandler:
     """A handler for `method` that refuses the call with `error` (turned into a status by the error
-    interceptor) without running the interceptors further in, the servicer, or even parsing the request."""
+    interceptor) without running the interceptors further in, the servicer, or even parsing the request.
+
+    `error` may be shared by many calls: each raise starts a fresh traceback, or every raise would chain
+    one more (holding that call's frames) onto the last.
+    """
     if method in STREAMING_METHODS:
 
         async def reject_stream(request: Any, context: Any) -> AsyncIterator[Any]:
-            raise error
+            raise error.with_traceback(None)
             yield  # pragma: no cover - makes this an async generator
 
         return grpc.unary_stream_rpc_method_handler(reject_stream)
 
     async def reject_unary(request: Any, context: Any) -> Any:
-        raise error
+        raise error.with_traceback(None)
 
     return grpc.unary_unary_rpc_method_handler(reject_unary)
