@@ -225,7 +225,7 @@ class TaskManager:
         runner = asyncio.get_running_loop().create_task(self._execute(run))
         run.runner = runner
         self._runs.add(runner)
-        runner.add_done_callback(self._runs.discard)
+        runner.add_done_callback(lambda _: self._run_finished(run))
         return run
 
     def _create(self, message: a2a_pb2.Message, owner: str) -> LiveTask:
@@ -342,7 +342,7 @@ class TaskManager:
         try:
             await self.executor.execute(run.context, publisher)
         except asyncio.CancelledError:
-            if live.state not in SETTLED_STATES:
+            if live.run is run and live.state not in SETTLED_STATES:
                 self.record_status(run, TaskState.TASK_STATE_CANCELED, None)
         except Exception:
             log.exception("agent failed on task %s", live.task.id)
@@ -353,19 +353,29 @@ class TaskManager:
                 log.warning("agent returned without settling task %s", live.task.id)
                 message = publisher.agent_message("The agent ended without a result.")
                 self.record_status(run, TaskState.TASK_STATE_FAILED, message)
-        finally:
-            if live.run is run:
-                live.run = None
-            if not run.settled.done():
-                run.settled.set_result(None)
-            await self._release(live)
 
-    async def _release(self, live: LiveTask) -> None:
-        """Forget a live task once it is durable and nobody works on or watches it."""
-        try:
-            await live.durable()
-        except Exception:
-            log.exception("could not persist task %s", live.task.id)
+    def _run_finished(self, run: TaskRun) -> None:
+        """Runs when the agent's task ends in any way, even cancelled before it started."""
+        if run.runner is not None:
+            self._runs.discard(run.runner)
+        live = run.live
+        if live.run is run:
+            live.run = None
+        if not run.settled.done():
+            run.settled.set_result(None)
+        self._release(live)
+
+    def _release(self, live: LiveTask) -> None:
+        """Forget a live task once nobody works on or watches it and its last write is durable."""
+        if live.run is not None or live.subscribers:
+            return
+        write = live.last_write
+        if isinstance(write, asyncio.Future) and not write.done():
+            write.add_done_callback(lambda _: self._forget(live))
+        else:
+            self._forget(live)
+
+    def _forget(self, live: LiveTask) -> None:
         if live.run is None and not live.subscribers and self._live.get(live.task.id) is live:
             del self._live[live.task.id]
 
@@ -375,7 +385,7 @@ class TaskManager:
         """A subscriber to a non-terminal task, with the snapshot its stream begins with."""
         live = await self._live_task(task_id, owner)
         if live.state in TERMINAL_STATES:
-            await self._release(live)
+            self._release(live)
             raise UnsupportedOperationError(
                 f"task {task_id} is in a terminal state; use GetTask", metadata={"taskId": task_id}
             )
@@ -389,12 +399,12 @@ class TaskManager:
         subscriber.close()
         if subscriber in live.subscribers:
             live.subscribers.remove(subscriber)
-        await self._release(live)
+        self._release(live)
 
     async def cancel(self, task_id: str, owner: str) -> a2a_pb2.Task:
         live = await self._live_task(task_id, owner)
         if live.state in TERMINAL_STATES:
-            await self._release(live)
+            self._release(live)
             raise TaskNotCancelableError(
                 f"task {task_id} is already {TaskState.Name(live.state)}", metadata={"taskId": task_id}
             )
@@ -403,7 +413,7 @@ class TaskManager:
             self._set_status(live, TaskState.TASK_STATE_CANCELED, None)
         else:
             await self._cancel_run(run)
-        await self._release(live)
+        self._release(live)
         await live.durable()
         return live.task
 
