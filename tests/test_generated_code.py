@@ -75,9 +75,7 @@ def test_descriptor_matches_proto(tmp_path):
     from_proto = fds.file[0]
     _strip_default_json_names(from_proto)
     from_module = descriptor_pb2.FileDescriptorProto.FromString(a2a_pb2.DESCRIPTOR.serialized_pb)
-    assert from_proto == from_module, (
-        "a2a_pb2 descriptor differs from protos/a2a.proto; run scripts/gen-protos"
-    )
+    assert from_proto == from_module, "a2a_pb2 descriptor differs from protos/a2a.proto; run scripts/gen-protos"
 
 
 def test_service_methods():

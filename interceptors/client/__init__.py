@@ -1,0 +1,53 @@
+"""The client interceptors for calling A2A agents over grpc.aio, composed in one place.
+
+    channel = grpc.aio.insecure_channel(target, interceptors=client_interceptors(extensions=[URI]))
+
+Every `lf.a2a.v1.A2AService` call then carries `a2a-version` and the requested `a2a-extensions`
+(one comma-joined entry), the server's echo of the activated set is read from the response headers
+(or the trailers), and an error status is raised as the typed error of `a2a_grpc.errors`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import grpc
+
+from a2a_grpc.extensions import parse_extension_values
+from interceptors.client.calls import A2ACallPolicy, A2AUnaryStreamInterceptor, A2AUnaryUnaryInterceptor
+from interceptors.client.echo import ResponseExtensions, ResponseObserver, observe_extensions
+from interceptors.client.parameters import VERSION_HEADER, use_extensions
+
+__all__ = [
+    "VERSION_HEADER",
+    "A2ACallPolicy",
+    "A2AUnaryStreamInterceptor",
+    "A2AUnaryUnaryInterceptor",
+    "ResponseExtensions",
+    "ResponseObserver",
+    "client_interceptors",
+    "observe_extensions",
+    "use_extensions",
+]
+
+
+def client_interceptors(
+    extensions: Iterable[str] = (),
+    *,
+    version: str = "1.0",
+    typed_errors: bool = True,
+    on_response: ResponseObserver | None = None,
+) -> list[grpc.aio.ClientInterceptor]:
+    """One interceptor per RPC kind A2A uses (unary and server-streaming), sharing one policy.
+
+    `extensions` are requested on every call; a call adds its own with `a2a-extensions` entries in
+    its metadata, and `use_extensions(...)` replaces the set for the calls started in a block.
+    `on_response` sees each response's `ResponseExtensions`, as does `observe_extensions()`.
+    """
+    policy = A2ACallPolicy(
+        version=version,
+        extensions=parse_extension_values(extensions),
+        typed_errors=typed_errors,
+        on_response=on_response,
+    )
+    return [A2AUnaryUnaryInterceptor(policy), A2AUnaryStreamInterceptor(policy)]
