@@ -1,4 +1,5 @@
-"""The `a2a-grpc` command line. Every `serve` flag can also be set by an environment variable."""
+"""The `a2a-grpc` command line: `serve` (every flag also an environment variable), and the client
+commands `send` and `card` (a2a_grpc.cli_client)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from collections.abc import Coroutine, Sequence
 from typing import Any
 
 from a2a_grpc.card import CardError
+from a2a_grpc.cli_client import add_client_parsers, run_client_command
 from a2a_grpc.server import DEFAULT_STORE_URL, A2AServer, ServerSettings
 
 
@@ -114,9 +116,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="a2a-grpc", description="A gRPC-first A2A v1.0 agent server and client.")
     commands = parser.add_subparsers(dest="command", required=True)
     add_serve_parser(commands)
+    add_client_parsers(commands)
     args = parser.parse_args(argv)
     if args.command == "serve":
         return serve(args)
+    if args.command in ("send", "card"):
+        return run_async(run_client_command(args))
     parser.error(f"unknown command {args.command}")
     return 2
 

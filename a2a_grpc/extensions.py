@@ -18,10 +18,12 @@ from a2a_grpc.generated import a2a_pb2
 
 EXTENSIONS_HEADER = "a2a-extensions"
 
-# Bounds on what one call may ask for; anything past them is ignored, never an error.
-MAX_REQUESTED_EXTENSIONS = 256
+# A URI longer than this is ignored, never an error. How many a call may send is bounded by the
+# transport's header size limit (ServerSettings.max_metadata_bytes).
 MAX_EXTENSION_URI_LENGTH = 2048
+# Negotiations are memoised per distinct header value, for values up to this size.
 _NEGOTIATION_CACHE_SIZE = 512
+_CACHEABLE_HEADER_CHARS = 1024
 
 
 @dataclass(frozen=True)
@@ -112,9 +114,10 @@ class ExtensionRegistry:
         if cached is not None:
             return cached
         negotiation = self._negotiate(parse_extension_values(header_values))
-        if len(self._cache) >= _NEGOTIATION_CACHE_SIZE:
-            self._cache.clear()
-        self._cache[header_values] = negotiation
+        if sum(len(value) for value in header_values) <= _CACHEABLE_HEADER_CHARS:
+            if len(self._cache) >= _NEGOTIATION_CACHE_SIZE:
+                self._cache.clear()
+            self._cache[header_values] = negotiation
         return negotiation
 
     def _negotiate(self, requested: tuple[str, ...]) -> Negotiation:
@@ -165,10 +168,8 @@ def parse_extension_values(values: Iterable[str]) -> tuple[str, ...]:
     for value in values:
         for item in value.split(","):
             uri = item.strip()
-            if uri and len(uri) <= MAX_EXTENSION_URI_LENGTH and uri not in seen:
+            if uri and len(uri) <= MAX_EXTENSION_URI_LENGTH:
                 seen[uri] = None
-                if len(seen) >= MAX_REQUESTED_EXTENSIONS:
-                    return tuple(seen)
     return tuple(seen)
 
 

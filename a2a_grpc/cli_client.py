@@ -1,0 +1,183 @@
+"""The client commands of `a2a-grpc`: `send` and `card`.
+
+Output is made for scripts: stdout carries only ProtoJSON (`send`: one compact document per line,
+the SendMessageResponse or each StreamResponse event; `card`: the card, indented), and stderr carries
+`a2a-extensions: <activated, comma-joined>` after a response and any error. Exit status: 0 on
+success, 1 when the agent or the transport answered with an error, 2 for a usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from google.protobuf import json_format
+from google.protobuf.message import Message as ProtoMessage
+
+from a2a_grpc.client import A2AClient, AgentCardError, fetch_agent_card, is_card_url, text_message
+from a2a_grpc.errors import A2AError, RemoteError
+from a2a_grpc.extensions import EXTENSIONS_HEADER
+from a2a_grpc.generated import a2a_pb2
+
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+
+
+def add_client_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    send = commands.add_parser(
+        "send",
+        help="send a text message to an agent",
+        description="Send TEXT to the agent at TARGET (host:port, or an agent card URL). stdout: the "
+        "response as ProtoJSON, one document per line (each stream event on its own line); stderr: "
+        f"'{EXTENSIONS_HEADER}: <activated extensions>'.",
+    )
+    send.add_argument("target", metavar="TARGET", help="HOST:PORT, or http(s) URL of the agent card")
+    send.add_argument("text", metavar="TEXT")
+    send.add_argument(
+        "--extension", "-e", action="append", default=[], metavar="URI", help="request an extension (repeat)"
+    )
+    send.add_argument("--stream", action="store_true", help="use SendStreamingMessage")
+    send.add_argument(
+        "--metadata",
+        "-m",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="request metadata entry; VALUE is JSON when it parses, else a string (repeat)",
+    )
+    send.add_argument("--task-id", default="", help="continue this task")
+    send.add_argument("--context-id", default="", help="send in this context")
+    send.add_argument("--return-immediately", action="store_true", help="do not wait for the task to settle")
+    _add_call_options(send)
+
+    card = commands.add_parser(
+        "card",
+        help="print an agent card",
+        description="Print the agent card as ProtoJSON. The public card is served over HTTP: give an "
+        "http(s) URL, or HOST:PORT with --card-url; --extended asks HOST:PORT for the extended card over gRPC.",
+    )
+    card.add_argument("target", metavar="TARGET", help="http(s) URL of the agent (card), or HOST:PORT")
+    card.add_argument("--card-url", default=None, help="where the public card of HOST:PORT is served")
+    card.add_argument("--extended", action="store_true", help="GetExtendedAgentCard over gRPC (authenticated)")
+    _add_call_options(card)
+
+
+def _add_call_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--header",
+        "-H",
+        action="append",
+        default=[],
+        metavar="'KEY: VALUE'",
+        help="gRPC metadata to send, e.g. 'authorization: Bearer TOKEN' (repeat)",
+    )
+    parser.add_argument("--timeout", type=float, default=None, help="deadline in seconds")
+    parser.add_argument("--a2a-version", default="1.0", help="the a2a-version to send (default 1.0)")
+
+
+async def run_client_command(args: argparse.Namespace) -> int:
+    try:
+        if args.command == "send":
+            return await _send(args)
+        return await _card(args)
+    except _UsageError as error:
+        print(f"a2a-grpc {args.command}: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    except A2AError as error:
+        print(describe_error(error), file=sys.stderr)
+        return EXIT_ERROR
+    except AgentCardError as error:
+        print(f"a2a-grpc: {error}", file=sys.stderr)
+        return EXIT_ERROR
+
+
+class _UsageError(Exception):
+    pass
+
+
+def describe_error(error: A2AError) -> str:
+    """`CODE REASON: message`, then its ErrorInfo metadata and BadRequest violations, one per line."""
+    code = error.received_code if isinstance(error, RemoteError) else error.code
+    lines = [f"a2a-grpc: {code.name} {error.reason or '-'}: {error.message}"]
+    lines.extend(f"  {key}: {value}" for key, value in sorted(error.metadata.items()))
+    lines.extend(f"  {field}: {description}" for field, description in error.violations)
+    return "\n".join(lines)
+
+
+def parse_headers(values: Sequence[str]) -> tuple[tuple[str, str], ...]:
+    headers: list[tuple[str, str]] = []
+    for value in values:
+        key, sep, item = value.partition(":")
+        if not sep or not key.strip():
+            raise _UsageError(f"--header takes 'KEY: VALUE', got {value!r}")
+        headers.append((key.strip().lower(), item.strip()))
+    return tuple(headers)
+
+
+def parse_metadata(values: Sequence[str]) -> dict[str, Any]:
+    metadata: dict[str, Any] = {}
+    for value in values:
+        key, sep, item = value.partition("=")
+        if not sep or not key:
+            raise _UsageError(f"--metadata takes KEY=VALUE, got {value!r}")
+        try:
+            metadata[key] = json.loads(item)
+        except json.JSONDecodeError:
+            metadata[key] = item
+    return metadata
+
+
+def proto_json(message: ProtoMessage, indent: int | None = None) -> str:
+    data = json_format.MessageToDict(message)
+    return json.dumps(data, indent=indent, ensure_ascii=False, separators=None if indent else (",", ":"))
+
+
+async def _connect(args: argparse.Namespace, extensions: Sequence[str] = ()) -> A2AClient:
+    return await A2AClient.connect(
+        args.target,
+        extensions=extensions,
+        version=args.a2a_version,
+        headers=parse_headers(args.header),
+        timeout=args.timeout,
+    )
+
+
+async def _send(args: argparse.Namespace) -> int:
+    metadata = parse_metadata(args.metadata)
+    configuration = a2a_pb2.SendMessageConfiguration(return_immediately=args.return_immediately)
+    message = text_message(args.text, task_id=args.task_id, context_id=args.context_id)
+    async with await _connect(args, args.extension) as client:
+        if args.stream:
+            stream = client.send_streaming_message(message, metadata=metadata, configuration=configuration)
+            async with stream:
+                async for event in stream:
+                    print(proto_json(event), flush=True)
+            activated = stream.activated_extensions
+        else:
+            result = await client.send_message(message, metadata=metadata, configuration=configuration)
+            print(proto_json(result.value), flush=True)
+            activated = result.activated_extensions
+    print(f"{EXTENSIONS_HEADER}: {','.join(activated)}", file=sys.stderr)
+    return EXIT_OK
+
+
+async def _card(args: argparse.Namespace) -> int:
+    if args.extended:
+        if is_card_url(args.target):
+            raise _UsageError("--extended takes the agent's gRPC HOST:PORT")
+        async with await _connect(args) as client:
+            print(proto_json((await client.get_extended_card()).value, indent=2))
+        return EXIT_OK
+    url = args.target if is_card_url(args.target) else args.card_url
+    if url is None:
+        raise _UsageError(
+            f"{args.target} is a gRPC address, and A2A 1.0 serves the public agent card over HTTP at "
+            "/.well-known/agent-card.json: give the agent's http(s) URL, or --card-url URL "
+            "(--extended fetches the extended card over gRPC)"
+        )
+    print(proto_json(await fetch_agent_card(url), indent=2))
+    return EXIT_OK

@@ -1,0 +1,369 @@
+"""A small A2A client on the generated stubs.
+
+    async with await A2AClient.connect("http://agent.example:8080", extensions=[URI]) as client:
+        result = await client.send_message("hello")
+        result.value.task, result.activated_extensions
+
+`connect` takes `host:port` or an agent card URL (the card's GRPC interface is used). Every call
+carries `a2a-version` and the requested extensions (the client's set, replaced or extended per call,
+plus what a propagator forwards from the call being served); every result carries the extensions the
+server activated; errors are raised as the typed errors of `a2a_grpc.errors`.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, Generic, TypedDict, TypeVar, Unpack
+
+import aiohttp
+import grpc
+from google.protobuf import empty_pb2, json_format
+
+from a2a_grpc.call import CallState, current_call
+from a2a_grpc.card import GRPC_BINDING
+from a2a_grpc.extensions import parse_extension_values
+from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
+from interceptors.client import ResponseExtensions, client_interceptors, observe_extensions, use_extensions
+
+AGENT_CARD_PATH = "/.well-known/agent-card.json"
+CARD_FETCH_TIMEOUT_SECONDS = 10.0
+
+T = TypeVar("T")
+
+
+class AgentCardError(Exception):
+    """The agent card could not be fetched, parsed, or has no gRPC interface."""
+
+
+@dataclass(frozen=True)
+class Result(Generic[T]):
+    """A response and the extensions the server activated for it."""
+
+    value: T
+    activated_extensions: tuple[str, ...] = ()
+
+    def is_active(self, uri: str) -> bool:
+        return uri in self.activated_extensions
+
+
+@dataclass(frozen=True)
+class ExtensionPropagator:
+    """Forwards the extensions activated on the call being served to a downstream agent.
+
+    Give one to an `A2AClient` used inside an agent: each outgoing call then also requests what the
+    incoming call activated (`only` narrows that to some URIs). The incoming call is `call` (an
+    agent passes `context.call`), else the call being served where the outgoing call starts. The
+    downstream agent activates the ones it supports; none is activated on anyone's behalf.
+    """
+
+    call: CallState | None = None
+    only: frozenset[str] | None = None
+
+    def __call__(self) -> tuple[str, ...]:
+        activated = (self.call if self.call is not None else current_call()).activated_extensions
+        return tuple(uri for uri in activated if self.only is None or uri in self.only)
+
+
+class CallOptions(TypedDict, total=False):
+    extensions: Iterable[str]  # replaces the client's extensions for this call
+    extra_extensions: Iterable[str]  # added to them
+    timeout: float
+    headers: Sequence[tuple[str, str]]  # gRPC metadata for this call; replaces the client's with the same keys
+
+
+class EventStream:
+    """The events of a streaming call, in order. `activated_extensions` is known once the first event
+    (or `await stream.headers()`) arrived, and completed from the trailers when the stream ends."""
+
+    def __init__(self, call: Any, records: list[ResponseExtensions]) -> None:
+        self._call = call
+        self._records = records
+
+    @property
+    def activated_extensions(self) -> tuple[str, ...]:
+        return self._records[0].activated if self._records else ()
+
+    async def headers(self) -> tuple[str, ...]:
+        """Wait for the response headers and return the activated extensions."""
+        await self._call.initial_metadata()
+        return self.activated_extensions
+
+    def __aiter__(self) -> AsyncIterator[a2a_pb2.StreamResponse]:
+        return self._events()
+
+    async def _events(self) -> AsyncIterator[a2a_pb2.StreamResponse]:
+        async for event in self._call:
+            yield event
+
+    async def collect(self) -> list[a2a_pb2.StreamResponse]:
+        return [event async for event in self]
+
+    def cancel(self) -> None:
+        self._call.cancel()
+
+    async def __aenter__(self) -> EventStream:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.cancel()
+
+
+def text_message(
+    text: str, *, task_id: str = "", context_id: str = "", metadata: Mapping[str, Any] | None = None
+) -> a2a_pb2.Message:
+    """A user message with one text part and a fresh message id."""
+    message = a2a_pb2.Message(
+        message_id=uuid.uuid4().hex,
+        role=a2a_pb2.ROLE_USER,
+        parts=[a2a_pb2.Part(text=text)],
+        task_id=task_id,
+        context_id=context_id,
+    )
+    if metadata:
+        message.metadata.update(dict(metadata))
+    return message
+
+
+def card_url(url: str) -> str:
+    """The agent card URL for a base URL (a URL already naming a .json file is kept)."""
+    if url.rstrip("/").endswith(".json"):
+        return url
+    return url.rstrip("/") + AGENT_CARD_PATH
+
+
+async def fetch_agent_card(url: str, timeout_seconds: float = CARD_FETCH_TIMEOUT_SECONDS) -> a2a_pb2.AgentCard:
+    """GET the ProtoJSON agent card at `url` (a base URL gets the well-known path)."""
+    url = card_url(url)
+    try:
+        async with (
+            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout_seconds)) as session,
+            session.get(url) as response,
+        ):
+            if response.status != 200:
+                raise AgentCardError(f"GET {url} answered HTTP {response.status}")
+            text = await response.text()
+    except (aiohttp.ClientError, TimeoutError) as error:
+        raise AgentCardError(f"cannot fetch {url}: {error or type(error).__name__}") from None
+    try:
+        return json_format.Parse(text, a2a_pb2.AgentCard(), ignore_unknown_fields=True)
+    except json_format.ParseError as error:
+        raise AgentCardError(f"{url} is not an lf.a2a.v1.AgentCard: {error}") from None
+
+
+def grpc_interface(card: a2a_pb2.AgentCard) -> a2a_pb2.AgentInterface:
+    for interface in card.supported_interfaces:
+        if interface.protocol_binding.upper() == GRPC_BINDING:
+            return interface
+    raise AgentCardError(f"agent card {card.name!r} declares no GRPC interface")
+
+
+def is_card_url(target: str) -> bool:
+    return target.startswith(("http://", "https://"))
+
+
+class A2AClient:
+    """Calls one A2A agent over gRPC. Use as an async context manager, or call `close()`."""
+
+    def __init__(
+        self,
+        target: str,
+        *,
+        extensions: Iterable[str] = (),
+        version: str = "1.0",
+        propagator: Callable[[], Iterable[str]] | None = None,
+        credentials: grpc.ChannelCredentials | None = None,
+        headers: Sequence[tuple[str, str]] = (),
+        timeout: float | None = None,
+        tenant: str = "",
+        card: a2a_pb2.AgentCard | None = None,
+        card_url: str | None = None,
+        channel_options: Sequence[tuple[str, Any]] = (),
+    ) -> None:
+        for scheme in ("grpc://", "grpcs://"):
+            if target.startswith(scheme):
+                if scheme == "grpcs://" and credentials is None:
+                    credentials = grpc.ssl_channel_credentials()
+                target = target.removeprefix(scheme)
+        self.target = target
+        self.extensions: tuple[str, ...] = parse_extension_values(extensions)
+        self.version = version
+        self.propagator = propagator
+        self.headers = tuple(headers)
+        self.timeout = timeout
+        self.tenant = tenant
+        self.card = card
+        self.card_url = card_url
+        interceptors = client_interceptors(version=version)
+        if credentials is None:
+            self._channel = grpc.aio.insecure_channel(target, options=channel_options, interceptors=interceptors)
+        else:
+            self._channel = grpc.aio.secure_channel(
+                target, credentials, options=channel_options, interceptors=interceptors
+            )
+        self._stub = a2a_pb2_grpc.A2AServiceStub(self._channel)  # type: ignore[no-untyped-call]
+
+    @classmethod
+    async def connect(cls, target: str, **settings: Any) -> A2AClient:
+        """A client for `host:port`, or for the agent whose card is at an http(s) URL."""
+        if not is_card_url(target):
+            return cls(target, **settings)
+        card = await fetch_agent_card(target)
+        interface = grpc_interface(card)
+        settings.setdefault("tenant", interface.tenant)
+        return cls(interface.url, card=card, card_url=card_url(target), **settings)
+
+    async def close(self) -> None:
+        await self._channel.close()
+
+    async def __aenter__(self) -> A2AClient:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    # ---- the calls -----------------------------------------------------------------------------
+
+    def requested_extensions(self, options: CallOptions) -> tuple[str, ...]:
+        """What a call with `options` requests: the client's set (or the call's replacement), the
+        call's extras, and what the propagator forwards."""
+        base = options.get("extensions", self.extensions)
+        forwarded = self.propagator() if self.propagator is not None else ()
+        return parse_extension_values((*base, *options.get("extra_extensions", ()), *forwarded))
+
+    def _start(self, method: str, request: Any, options: CallOptions) -> tuple[Any, list[ResponseExtensions]]:
+        own = tuple(options.get("headers", ()))
+        replaced = {key for key, _ in own}
+        headers = (*(h for h in self.headers if h[0] not in replaced), *own)
+        timeout = options.get("timeout", self.timeout)
+        with use_extensions(self.requested_extensions(options)), observe_extensions() as records:
+            call = getattr(self._stub, method)(request, metadata=headers, timeout=timeout)
+        return call, records
+
+    async def _unary(self, method: str, request: Any, options: CallOptions) -> Result[Any]:
+        call, records = self._start(method, request, options)
+        value = await call
+        return Result(value, records[0].activated if records else ())
+
+    def _stream(self, method: str, request: Any, options: CallOptions) -> EventStream:
+        call, records = self._start(method, request, options)
+        return EventStream(call, records)
+
+    def _send_request(
+        self,
+        message: a2a_pb2.Message | str,
+        metadata: Mapping[str, Any] | None,
+        configuration: a2a_pb2.SendMessageConfiguration | None,
+    ) -> a2a_pb2.SendMessageRequest:
+        if isinstance(message, str):
+            message = text_message(message)
+        request = a2a_pb2.SendMessageRequest(tenant=self.tenant, message=message, configuration=configuration)
+        if metadata:
+            request.metadata.update(dict(metadata))
+        return request
+
+    async def send_message(
+        self,
+        message: a2a_pb2.Message | str,
+        *,
+        metadata: Mapping[str, Any] | None = None,
+        configuration: a2a_pb2.SendMessageConfiguration | None = None,
+        **options: Unpack[CallOptions],
+    ) -> Result[a2a_pb2.SendMessageResponse]:
+        """SendMessage; a plain string becomes a user text message. `metadata` is the request's."""
+        return await self._unary("SendMessage", self._send_request(message, metadata, configuration), options)
+
+    def send_streaming_message(
+        self,
+        message: a2a_pb2.Message | str,
+        *,
+        metadata: Mapping[str, Any] | None = None,
+        configuration: a2a_pb2.SendMessageConfiguration | None = None,
+        **options: Unpack[CallOptions],
+    ) -> EventStream:
+        """SendStreamingMessage: iterate the returned stream for its events."""
+        return self._stream("SendStreamingMessage", self._send_request(message, metadata, configuration), options)
+
+    async def get_task(
+        self, task_id: str, *, history_length: int | None = None, **options: Unpack[CallOptions]
+    ) -> Result[a2a_pb2.Task]:
+        request = a2a_pb2.GetTaskRequest(tenant=self.tenant, id=task_id, history_length=history_length)
+        return await self._unary("GetTask", request, options)
+
+    async def list_tasks(
+        self,
+        *,
+        context_id: str = "",
+        status: int = a2a_pb2.TASK_STATE_UNSPECIFIED,
+        page_size: int | None = None,
+        page_token: str = "",
+        history_length: int | None = None,
+        include_artifacts: bool | None = None,
+        **options: Unpack[CallOptions],
+    ) -> Result[a2a_pb2.ListTasksResponse]:
+        request = a2a_pb2.ListTasksRequest(
+            tenant=self.tenant,
+            context_id=context_id,
+            status=status,  # type: ignore[arg-type]
+            page_size=page_size,
+            page_token=page_token,
+            history_length=history_length,
+            include_artifacts=include_artifacts,
+        )
+        return await self._unary("ListTasks", request, options)
+
+    async def cancel_task(self, task_id: str, **options: Unpack[CallOptions]) -> Result[a2a_pb2.Task]:
+        return await self._unary("CancelTask", a2a_pb2.CancelTaskRequest(tenant=self.tenant, id=task_id), options)
+
+    def subscribe(self, task_id: str, **options: Unpack[CallOptions]) -> EventStream:
+        """SubscribeToTask: the task's snapshot, then its events until it settles."""
+        return self._stream("SubscribeToTask", a2a_pb2.SubscribeToTaskRequest(tenant=self.tenant, id=task_id), options)
+
+    async def get_extended_card(self, **options: Unpack[CallOptions]) -> Result[a2a_pb2.AgentCard]:
+        request = a2a_pb2.GetExtendedAgentCardRequest(tenant=self.tenant)
+        return await self._unary("GetExtendedAgentCard", request, options)
+
+    async def get_card(self, *, refresh: bool = False) -> a2a_pb2.AgentCard:
+        """The public agent card, served over HTTP (gRPC has no RPC for it in A2A 1.0)."""
+        if self.card is not None and not refresh:
+            return self.card
+        if self.card_url is None:
+            raise AgentCardError(
+                f"the public agent card is served over HTTP; no card URL is known for {self.target} "
+                "(connect with the card URL, or pass card_url=)"
+            )
+        self.card = await fetch_agent_card(self.card_url)
+        return self.card
+
+    async def create_push_config(
+        self, config: a2a_pb2.TaskPushNotificationConfig, **options: Unpack[CallOptions]
+    ) -> Result[a2a_pb2.TaskPushNotificationConfig]:
+        if self.tenant and not config.tenant:
+            config.tenant = self.tenant
+        return await self._unary("CreateTaskPushNotificationConfig", config, options)
+
+    async def get_push_config(
+        self, task_id: str, config_id: str, **options: Unpack[CallOptions]
+    ) -> Result[a2a_pb2.TaskPushNotificationConfig]:
+        request = a2a_pb2.GetTaskPushNotificationConfigRequest(tenant=self.tenant, task_id=task_id, id=config_id)
+        return await self._unary("GetTaskPushNotificationConfig", request, options)
+
+    async def list_push_configs(
+        self, task_id: str, *, page_size: int = 0, page_token: str = "", **options: Unpack[CallOptions]
+    ) -> Result[a2a_pb2.ListTaskPushNotificationConfigsResponse]:
+        request = a2a_pb2.ListTaskPushNotificationConfigsRequest(
+            tenant=self.tenant, task_id=task_id, page_size=page_size, page_token=page_token
+        )
+        return await self._unary("ListTaskPushNotificationConfigs", request, options)
+
+    async def delete_push_config(
+        self, task_id: str, config_id: str, **options: Unpack[CallOptions]
+    ) -> Result[empty_pb2.Empty]:
+        request = a2a_pb2.DeleteTaskPushNotificationConfigRequest(tenant=self.tenant, task_id=task_id, id=config_id)
+        return await self._unary("DeleteTaskPushNotificationConfig", request, options)

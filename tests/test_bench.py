@@ -1,0 +1,115 @@
+"""`scripts/bench` runs end to end (one second per case, tiny concurrency), so it does not rot.
+
+Not a performance test: it checks that every case ran against a real server and produced sane
+numbers, never how fast anything was.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+CONCURRENCY = (1, 2)
+SEND_FAMILIES = (
+    "send.bare",
+    "send.sdk",
+    "send.memory.ext",
+    "send.memory.noext",
+    "send.sqlite.ext",
+    "send.sqlite.noext",
+)
+OTHER_CASES = ("stream.bare", "stream.sdk", "stream.ours", "fanout.sdk", "fanout.ours")
+MEMORY_TASKS = 300
+SUBSCRIBERS = 4
+
+
+@pytest.fixture(scope="module")
+def bench_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], str]:
+    out = tmp_path_factory.mktemp("bench") / "results.json"
+    argv = [
+        "bash",
+        str(ROOT / "scripts" / "bench"),
+        "--quick",
+        "--duration=1",
+        "--warmup=0.2",
+        f"--concurrency={','.join(map(str, CONCURRENCY))}",
+        "--stream-concurrency=2",
+        f"--subscribers={SUBSCRIBERS}",
+        f"--memory-tasks={MEMORY_TASKS}",
+        f"--out={out}",
+    ]
+    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=840)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    return json.loads(out.read_text()), done.stdout
+
+
+def _cases(document: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {case["name"]: case for case in document["cases"]}
+
+
+@pytest.mark.timeout(900)
+def test_every_case_is_measured(bench_run: tuple[dict[str, Any], str]) -> None:
+    cases = _cases(bench_run[0])
+    expected = [f"{family}@{c}" for family in SEND_FAMILIES for c in CONCURRENCY] + [*OTHER_CASES, "memory.ours"]
+    assert sorted(cases) == sorted(expected)
+    for name, case in cases.items():
+        assert "skipped" not in case and "failed" not in case, (name, case)
+        assert case["errors"] == 0, (name, case["first_error"])
+
+
+@pytest.mark.timeout(900)
+def test_throughput_cases_have_sane_numbers(bench_run: tuple[dict[str, Any], str]) -> None:
+    for name, case in _cases(bench_run[0]).items():
+        if case["kind"] == "memory":
+            continue
+        assert case["completed"] > 0, name
+        assert case["rate"] > 0, name
+        assert 0 < case["p50_ms"] <= case["p99_ms"] < 60_000, name
+        assert case["server_cpu_us"] is not None and case["server_cpu_us"] >= 0, name
+        assert case["window_seconds"] > 0, name
+        if case["kind"] == "send":
+            assert case["unit"] == "req/s" and case["concurrency"] in CONCURRENCY, name
+        else:
+            assert case["unit"] == "events/s" and case["events"] > 0, name
+
+
+@pytest.mark.timeout(900)
+def test_fanout_delivers_every_event_to_every_subscriber(bench_run: tuple[dict[str, Any], str]) -> None:
+    cases = _cases(bench_run[0])
+    for name in ("fanout.ours", "fanout.sdk"):
+        case = cases[name]
+        assert case["concurrency"] == SUBSCRIBERS
+        # each round: every subscriber reads the task's events to its end (chunks plus the final status)
+        assert case["events"] >= case["rounds"] * SUBSCRIBERS * (bench_run[0]["meta"]["stream_chunks"] + 1), name
+
+
+@pytest.mark.timeout(900)
+def test_memory_case_stores_the_tasks(bench_run: tuple[dict[str, Any], str]) -> None:
+    case = _cases(bench_run[0])["memory.ours"]
+    assert case["completed"] == MEMORY_TASKS
+    assert case["tasks_listed"] == MEMORY_TASKS
+    assert case["rss_after_mb"] > 0 and case["rss_idle_mb"] > 0
+
+
+@pytest.mark.timeout(900)
+def test_ratios_and_table_are_reported(bench_run: tuple[dict[str, Any], str]) -> None:
+    document, stdout = bench_run
+    names = {r["ratio"] for r in document["ratios"]}
+    top = max(CONCURRENCY)
+    for wanted in (
+        f"send.memory.ext@{top} / sdk",
+        f"send.sqlite.noext@{top} / bare",
+        f"extension overhead send.memory@{top} (1 - ext/noext)",
+        "stream.ours / stream.sdk",
+        "fanout.ours / fanout.sdk",
+    ):
+        assert wanted in names
+    assert document["load_generator_ceiling"].startswith("load generator ceiling:")
+    assert document["meta"]["load_processes"] >= 2
+    for line in ("Ratios (measured side by side in this run):", "Issue 4 targets:", "send.memory.ext@1"):
+        assert line in stdout

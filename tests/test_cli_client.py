@@ -1,0 +1,135 @@
+"""`a2a-grpc send` and `a2a-grpc card` run as subprocesses against a real server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from a2a_grpc.agents.relay import RelayAgent
+from a2a_grpc.card import card_json
+from a2a_grpc.ext import timestamp
+from a2a_grpc.server import A2AServer
+from tests.conftest import BASE_CARD, StartServer
+
+REQUIRED = "https://example.com/ext/required/v1"
+CARD: dict[str, Any] = {
+    **BASE_CARD,
+    "capabilities": {**BASE_CARD["capabilities"], "extensions": [{"uri": REQUIRED, "required": True}]},
+}
+
+
+@dataclass
+class Run:
+    code: int
+    stdout: str
+    stderr: str
+
+    @property
+    def documents(self) -> list[dict[str, Any]]:
+        return [json.loads(line) for line in self.stdout.splitlines()]
+
+
+async def a2a_grpc(*args: str) -> Run:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "a2a_grpc.cli",
+        *args,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    stdout, stderr = await asyncio.wait_for(process.communicate(), timeout=60)
+    assert process.returncode is not None
+    return Run(process.returncode, stdout.decode(), stderr.decode())
+
+
+@pytest.fixture
+async def cli_server(start_server: StartServer) -> A2AServer:
+    return await start_server(card=CARD, agent=RelayAgent())
+
+
+async def test_send_prints_the_response_and_the_activated_extensions(cli_server: A2AServer) -> None:
+    run = await a2a_grpc("send", cli_server.grpc_target, "hello there", "--extension", REQUIRED, "-e", timestamp.URI)
+    assert run.code == 0, run.stderr
+    [response] = run.documents
+    assert response["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert response["task"]["artifacts"][0]["parts"] == [{"text": "2 words"}]
+    assert timestamp.METADATA_KEY in response["task"]["artifacts"][0]["metadata"]
+    assert run.stderr.splitlines() == [f"a2a-extensions: {REQUIRED},{timestamp.URI}"]
+
+
+async def test_send_stream_prints_one_document_per_event(cli_server: A2AServer) -> None:
+    run = await a2a_grpc("send", cli_server.grpc_target, "streamed", "--stream", "-e", REQUIRED)
+    assert run.code == 0, run.stderr
+    events = run.documents
+    assert [next(iter(event)) for event in events] == ["task", "artifactUpdate", "statusUpdate"]
+    assert events[-1]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert run.stderr.splitlines() == [f"a2a-extensions: {REQUIRED}"]
+
+
+async def test_send_puts_metadata_in_the_request(cli_server: A2AServer) -> None:
+    run = await a2a_grpc(
+        "send",
+        cli_server.grpc_target,
+        "hi",
+        "-e",
+        REQUIRED,
+        "-e",
+        timestamp.URI,
+        "--metadata",
+        f"{timestamp.METADATA_KEY}=yesterday",
+    )
+    assert run.code == 1
+    assert "INVALID_ARGUMENT INVALID_REQUEST" in run.stderr
+    assert f"metadata['{timestamp.METADATA_KEY}']" in run.stderr
+    assert "Traceback" not in run.stderr and run.stdout == ""
+
+
+async def test_send_reports_a_typed_error_without_a_traceback(cli_server: A2AServer) -> None:
+    run = await a2a_grpc("send", cli_server.grpc_target, "hi")
+    assert run.code == 1
+    first, *details = run.stderr.splitlines()
+    assert first.startswith("a2a-grpc: FAILED_PRECONDITION EXTENSION_SUPPORT_REQUIRED: ")
+    assert details == [f"  missingExtensions: {REQUIRED}"]
+    assert "Traceback" not in run.stderr and run.stdout == ""
+
+
+async def test_send_through_the_card_url(cli_server: A2AServer) -> None:
+    run = await a2a_grpc("send", f"http://127.0.0.1:{cli_server.http_port}", "via card", "-e", REQUIRED)
+    assert run.code == 0, run.stderr
+    assert run.documents[0]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+
+
+async def test_a_bad_metadata_argument_is_a_usage_error(cli_server: A2AServer) -> None:
+    run = await a2a_grpc("send", cli_server.grpc_target, "hi", "--metadata", "no-equals-sign")
+    assert run.code == 2 and "KEY=VALUE" in run.stderr and "Traceback" not in run.stderr
+
+
+async def test_card_prints_the_served_card(cli_server: A2AServer) -> None:
+    expected = json.loads(card_json(cli_server.card))
+    by_url = await a2a_grpc("card", f"http://127.0.0.1:{cli_server.http_port}")
+    assert by_url.code == 0, by_url.stderr
+    assert json.loads(by_url.stdout) == expected
+    card_url = f"http://127.0.0.1:{cli_server.http_port}/.well-known/agent-card.json"
+    by_address = await a2a_grpc("card", cli_server.grpc_target, "--card-url", card_url)
+    assert by_address.code == 0 and json.loads(by_address.stdout) == expected
+
+
+async def test_card_for_a_grpc_address_alone_explains_where_the_card_is(cli_server: A2AServer) -> None:
+    run = await a2a_grpc("card", cli_server.grpc_target)
+    assert run.code == 2
+    assert "/.well-known/agent-card.json" in run.stderr and "--card-url" in run.stderr
+    assert "Traceback" not in run.stderr
+
+
+async def test_an_unreachable_agent_is_a_clean_error() -> None:
+    run = await a2a_grpc("send", "127.0.0.1:1", "hi", "--timeout", "5")
+    assert run.code == 1
+    assert run.stderr.startswith("a2a-grpc: UNAVAILABLE") and "Traceback" not in run.stderr
+    card = await a2a_grpc("card", "http://127.0.0.1:1")
+    assert card.code == 1 and card.stderr.startswith("a2a-grpc: cannot fetch") and "Traceback" not in card.stderr
