@@ -94,6 +94,9 @@ class A2AServer:
 
     async def start(self) -> None:
         await self.store.open()
+        orphans = await self.manager.fail_orphaned_tasks()
+        if orphans:
+            log.warning("failed %d task(s) left running by a previous server process", orphans)
         settings = self.settings
         interceptors = server_interceptors(
             self.registry,

@@ -430,6 +430,18 @@ class TaskManager:
         if runner is not None and not runner.done():
             runner.cancel()
 
+    async def fail_orphaned_tasks(self) -> int:
+        """Fail the tasks a previous process left running: no agent works on them any more."""
+        orphans = await self.store.running_tasks()
+        for task_id, owner in orphans:
+            live = await self._live_task(task_id, owner)
+            message = a2a_pb2.Message(message_id=uuid.uuid4().hex, role=a2a_pb2.ROLE_AGENT)
+            message.parts.add(text="The server stopped while this task was running.")
+            self._set_status(live, TaskState.TASK_STATE_FAILED, message)
+            await live.durable()
+            self._release(live)
+        return len(orphans)
+
     async def close(self) -> None:
         """Cancel every running agent (used at shutdown, after the grace period)."""
         for runner in list(self._runs):

@@ -85,6 +85,10 @@ class TaskStore(Protocol):
         """The stored version of the task (that of its last applied write), None when it does not exist."""
         ...
 
+    async def running_tasks(self) -> list[tuple[str, str]]:
+        """(task id, owner) of every task stored as SUBMITTED or WORKING."""
+        ...
+
     async def list_tasks(self, query: TaskQuery) -> TaskPage:
         """Newest status timestamp first, ties broken by task id (descending)."""
         ...

@@ -46,6 +46,7 @@ class _Failed:
 
 
 _DONE = _Done()
+_RUNNING_STATES = (a2a_pb2.TASK_STATE_SUBMITTED, a2a_pb2.TASK_STATE_WORKING)
 
 
 @dataclass(slots=True)
@@ -105,6 +106,9 @@ class MemoryStore:
     async def task_version(self, task_id: str) -> int | None:
         entry = self._tasks.get(task_id)
         return None if entry is None else entry.version
+
+    async def running_tasks(self) -> list[tuple[str, str]]:
+        return [(task_id, e.owner) for task_id, e in self._tasks.items() if e.state in _RUNNING_STATES]
 
     async def list_tasks(self, query: TaskQuery) -> TaskPage:
         cursor = decode_task_cursor(query.page_token) if query.page_token else None

@@ -176,6 +176,9 @@ class SqliteStore:
         """The version of the last committed write; writes still queued are not counted."""
         return await self._read(_task_version, task_id)
 
+    async def running_tasks(self) -> list[tuple[str, str]]:
+        return await self._read(_running_tasks)
+
     async def list_tasks(self, query: TaskQuery) -> TaskPage:
         cursor = decode_task_cursor(query.page_token) if query.page_token else None
         return await self._read(_list_tasks, query, cursor)
@@ -490,6 +493,12 @@ def _get_task(conn: sqlite3.Connection, task_id: str, owner: str) -> a2a_pb2.Tas
 def _task_version(conn: sqlite3.Connection, task_id: str) -> int | None:
     row = conn.execute("SELECT version FROM tasks WHERE id = ?", (task_id,)).fetchone()
     return None if row is None else int(row[0])
+
+
+def _running_tasks(conn: sqlite3.Connection) -> list[tuple[str, str]]:
+    running = (a2a_pb2.TASK_STATE_SUBMITTED, a2a_pb2.TASK_STATE_WORKING)
+    rows = conn.execute("SELECT id, owner FROM tasks WHERE state IN (?, ?)", running).fetchall()
+    return [(str(task_id), str(owner)) for task_id, owner in rows]
 
 
 def _list_tasks(conn: sqlite3.Connection, query: TaskQuery, cursor: tuple[int, str] | None) -> TaskPage:
