@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from importlib import resources
 from pathlib import Path
 
@@ -64,8 +65,14 @@ def check_card(card: a2a_pb2.AgentCard) -> None:
         if not declared.uri:
             violations.append((f"capabilities.extensions[{index}].uri", "is required"))
     if violations:
-        problems = "; ".join(f"{field} {description}" for field, description in violations)
+        problems = "; ".join(f"{_json_path(field)} {description}" for field, description in violations)
         raise CardError(f"agent card is incomplete: {problems}")
+
+
+def _json_path(path: str) -> str:
+    """A field path as card files spell it: `supported_interfaces[0].protocol_version` ->
+    `supportedInterfaces[0].protocolVersion`."""
+    return re.sub(r"_([a-z0-9])", lambda match: match.group(1).upper(), path)
 
 
 def card_json(card: a2a_pb2.AgentCard) -> bytes:

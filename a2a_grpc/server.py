@@ -16,7 +16,7 @@ from grpc_reflection.v1alpha import reflection
 
 from a2a_grpc.agent import AgentExecutor
 from a2a_grpc.agents.echo import EchoAgent
-from a2a_grpc.card import GRPC_BINDING, card_json, complete_card, load_card
+from a2a_grpc.card import GRPC_BINDING, CardError, card_json, complete_card, load_card
 from a2a_grpc.extensions import Extension, ExtensionRegistry
 from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
 from a2a_grpc.servicer import A2AServicer
@@ -54,9 +54,12 @@ def load_agent(spec: str | None) -> AgentExecutor:
     module_name, _, attr = spec.partition(":")
     if not module_name or not attr:
         raise ValueError(f"--agent takes MODULE:ATTR, got {spec!r}")
-    target: Any = importlib.import_module(module_name)
-    for name in attr.split("."):
-        target = getattr(target, name)
+    try:
+        target: Any = importlib.import_module(module_name)
+        for name in attr.split("."):
+            target = getattr(target, name)
+    except (ImportError, AttributeError) as error:
+        raise ValueError(f"cannot load agent {spec}: {error}") from None
     if isinstance(target, type) or (callable(target) and not hasattr(target, "execute")):
         target = target()
     agent = target
@@ -71,16 +74,27 @@ def agent_extensions(agent: AgentExecutor) -> list[Extension]:
     return [e for e in declared if isinstance(e, Extension)]
 
 
+def _serving_card(path: str | None, listen: str, registry: ExtensionRegistry) -> a2a_pb2.AgentCard:
+    card = load_card(path)
+    try:
+        return complete_card(card, listen, registry)
+    except CardError as error:  # name the file: with an extended card there are two
+        raise CardError(f"{path or 'the demo card'}: {error}") from None
+
+
 class A2AServer:
     """One agent served over gRPC (and its card over HTTP). `start`, then `stop` or `serve_until`."""
 
     def __init__(self, settings: ServerSettings, agent: AgentExecutor | None = None, store: TaskStore | None = None):
         self.settings = settings
+        _, _, http_port = settings.http_listen.rpartition(":")
+        if settings.http_listen and not http_port.isdigit():
+            raise ValueError(f"the HTTP listen address takes HOST:PORT, got {settings.http_listen!r}")
         self.agent = agent if agent is not None else load_agent(settings.agent)
         self.registry = ExtensionRegistry(agent_extensions(self.agent))
-        self.card = complete_card(load_card(settings.card_path), settings.listen, self.registry)
+        self.card = _serving_card(settings.card_path, settings.listen, self.registry)
         self.extended_card = (
-            complete_card(load_card(settings.extended_card_path), settings.listen, self.registry)
+            _serving_card(settings.extended_card_path, settings.listen, self.registry)
             if settings.extended_card_path
             else None
         )
@@ -120,17 +134,25 @@ class A2AServer:
         )
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
         reflection.enable_server_reflection((SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
-        self.port = server.add_insecure_port(settings.listen)
+        try:
+            self.port = server.add_insecure_port(settings.listen)
+        except RuntimeError:  # grpcio raises it when nothing could be bound (address in use, bad address)
+            self.port = 0
         if self.port == 0:
-            raise OSError(f"cannot listen on {settings.listen}")
+            raise OSError(f"cannot listen on {settings.listen}: address in use or not valid")
         self._advertise_bound_port()
         await server.start()
         self._server = server
         for service in ("", SERVICE_NAME):
             await self.health.set(service, health_pb2.HealthCheckResponse.SERVING)
         if settings.http_listen:
-            await self._start_http(settings.http_listen)
-        log.info("serving A2A on %s (card on %s)", self.grpc_target, settings.http_listen or "-")
+            try:
+                await self._start_http(settings.http_listen)
+            except OSError as error:
+                await self.stop(0)  # a started gRPC server left behind keeps the process from exiting
+                raise OSError(f"cannot serve the agent card on {settings.http_listen}: {error.strerror}") from None
+        card_at = f"http://{self.http_target}{AGENT_CARD_PATH}" if settings.http_listen else "-"
+        log.info("serving A2A on %s (card on %s)", self.grpc_target, card_at)
 
     def _advertise_bound_port(self) -> None:
         """With `--listen HOST:0` the card's gRPC interface gets the port actually bound."""
@@ -146,13 +168,19 @@ class A2AServer:
         host = self.settings.listen.rsplit(":", 1)[0]
         return f"{host}:{self.port}"
 
+    @property
+    def http_target(self) -> str:
+        host = self.settings.http_listen.rsplit(":", 1)[0]
+        return f"{host}:{self.http_port}"
+
     async def _start_http(self, listen: str) -> None:
         body = card_json(self.card)
         etag = '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
 
         async def agent_card(request: web.Request) -> web.Response:
             headers = {"ETag": etag, "Cache-Control": "public, max-age=300"}
-            if etag in request.headers.get("If-None-Match", ""):
+            if_none_match = request.headers.get("If-None-Match", "")
+            if etag in if_none_match or if_none_match.strip() == "*":
                 return web.Response(status=304, headers=headers)
             return web.Response(body=body, content_type="application/json", headers=headers)
 
@@ -160,10 +188,10 @@ class A2AServer:
         app.router.add_get(AGENT_CARD_PATH, agent_card)
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
+        self._http = runner
         host, _, port = listen.rpartition(":")
         site = web.TCPSite(runner, host.strip("[]") or "127.0.0.1", int(port))
         await site.start()
-        self._http = runner
         server = getattr(site, "_server", None)
         sockets = getattr(server, "sockets", None) or ()
         self.http_port = sockets[0].getsockname()[1] if sockets else int(port)

@@ -341,9 +341,9 @@ class TaskManager:
         publisher = EventPublisher(self, run)
         try:
             await self.executor.execute(run.context, publisher)
-        except asyncio.CancelledError:
+        except asyncio.CancelledError:  # only shutdown cancels a run that CancelTask did not settle
             if live.run is run and live.state not in SETTLED_STATES:
-                self.record_status(run, TaskState.TASK_STATE_CANCELED, None)
+                self.record_status(run, TaskState.TASK_STATE_FAILED, _stopped_message(publisher.agent_message()))
         except Exception:
             log.exception("agent failed on task %s", live.task.id)
             if live.run is run and live.state not in TERMINAL_STATES:
@@ -436,8 +436,7 @@ class TaskManager:
         for task_id, owner in orphans:
             live = await self._live_task(task_id, owner)
             message = a2a_pb2.Message(message_id=uuid.uuid4().hex, role=a2a_pb2.ROLE_AGENT)
-            message.parts.add(text="The server stopped while this task was running.")
-            self._set_status(live, TaskState.TASK_STATE_FAILED, message)
+            self._set_status(live, TaskState.TASK_STATE_FAILED, _stopped_message(message))
             await live.durable()
             self._release(live)
         return len(orphans)
@@ -448,6 +447,11 @@ class TaskManager:
             runner.cancel()
         if self._runs:
             await asyncio.gather(*self._runs, return_exceptions=True)
+
+
+def _stopped_message(message: a2a_pb2.Message) -> a2a_pb2.Message:
+    message.parts.add(text="The server stopped while this task was running.")
+    return message
 
 
 def _merge_artifact(task: a2a_pb2.Task, artifact: a2a_pb2.Artifact, append: bool) -> None:
