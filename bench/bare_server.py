@@ -1,0 +1,108 @@
+"""The ceiling: a bare grpc.aio A2AService servicer with no checks, no store and no agent.
+
+SendMessage returns one fixed, prebuilt Task shaped like the echo agent's answer; SendStreamingMessage
+sends fixed, prebuilt events shaped like the chunk agent's stream. No interceptors. Runs on uvloop when
+installed. `python -m bench.bare_server` prints READY_PREFIX + port and serves until SIGTERM.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import grpc
+from google.protobuf import timestamp_pb2
+
+from a2a_grpc.cli import run_async
+from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
+from bench.protocol import CHUNKS, ECHO_TEXT, READY_PREFIX, chunk_text
+
+TaskState = a2a_pb2.TaskState
+TASK_ID = "0123456789abcdef0123456789abcdef"
+CONTEXT_ID = "fedcba9876543210fedcba9876543210"
+
+
+def _status(state: int) -> a2a_pb2.TaskStatus:
+    ns = time.time_ns()
+    stamp = timestamp_pb2.Timestamp(seconds=ns // 1_000_000_000, nanos=ns % 1_000_000_000)
+    return a2a_pb2.TaskStatus(state=state, timestamp=stamp)  # type: ignore[arg-type]
+
+
+def echo_response() -> a2a_pb2.SendMessageResponse:
+    message = a2a_pb2.Message(
+        message_id="bench-message", role=a2a_pb2.ROLE_USER, task_id=TASK_ID, context_id=CONTEXT_ID
+    )
+    message.parts.add(text=ECHO_TEXT)
+    artifact = a2a_pb2.Artifact(artifact_id="0" * 32, name="echo")
+    artifact.parts.add(text=ECHO_TEXT)
+    task = a2a_pb2.Task(
+        id=TASK_ID,
+        context_id=CONTEXT_ID,
+        status=_status(TaskState.TASK_STATE_COMPLETED),
+        history=[message],
+        artifacts=[artifact],
+    )
+    return a2a_pb2.SendMessageResponse(task=task)
+
+
+def chunk_stream() -> list[a2a_pb2.StreamResponse]:
+    message = a2a_pb2.Message(
+        message_id="bench-message", role=a2a_pb2.ROLE_USER, task_id=TASK_ID, context_id=CONTEXT_ID
+    )
+    message.parts.add(text="chunks")
+    snapshot = a2a_pb2.Task(
+        id=TASK_ID, context_id=CONTEXT_ID, status=_status(TaskState.TASK_STATE_SUBMITTED), history=[message]
+    )
+    events = [a2a_pb2.StreamResponse(task=snapshot)]
+    for index in range(CHUNKS):
+        artifact = a2a_pb2.Artifact(artifact_id=f"{TASK_ID}-chunks", name="chunks")
+        artifact.parts.add(text=chunk_text(index))
+        update = a2a_pb2.TaskArtifactUpdateEvent(
+            task_id=TASK_ID, context_id=CONTEXT_ID, artifact=artifact, append=index > 0, last_chunk=index == CHUNKS - 1
+        )
+        events.append(a2a_pb2.StreamResponse(artifact_update=update))
+    done = a2a_pb2.TaskStatusUpdateEvent(
+        task_id=TASK_ID, context_id=CONTEXT_ID, status=_status(TaskState.TASK_STATE_COMPLETED)
+    )
+    events.append(a2a_pb2.StreamResponse(status_update=done))
+    return events
+
+
+class BareServicer(a2a_pb2_grpc.A2AServiceServicer):
+    def __init__(self) -> None:
+        self._echo = echo_response()
+        self._stream = chunk_stream()
+
+    async def SendMessage(self, request: a2a_pb2.SendMessageRequest, context: Any) -> a2a_pb2.SendMessageResponse:
+        return self._echo
+
+    async def SendStreamingMessage(
+        self, request: a2a_pb2.SendMessageRequest, context: Any
+    ) -> AsyncIterator[a2a_pb2.StreamResponse]:
+        for event in self._stream:
+            yield event
+
+
+async def serve() -> int:
+    server = grpc.aio.server()
+    a2a_pb2_grpc.add_A2AServiceServicer_to_server(BareServicer(), server)  # type: ignore[no-untyped-call]
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    print(f"{READY_PREFIX}{port}", flush=True)
+    try:
+        await stop.wait()
+    finally:
+        await server.stop(1.0)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run_async(serve()))

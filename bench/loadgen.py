@@ -1,0 +1,342 @@
+"""The closed-loop load generator: worker processes that drive a server over loopback with grpc.aio.
+
+Each worker is its own process (spawned, so no gRPC state is inherited) with its own channel, running
+on uvloop when installed. The parent hands a worker one job at a time through its inbox; the worker
+answers on the shared outbox with `(worker_id, kind, payload)`. Every loop is bounded: by the job's end
+time or request count, and every RPC by a timeout.
+
+Time is CLOCK_MONOTONIC (`time.monotonic()`), the same clock in every process on Linux, so the parent
+can give all workers one measurement window: only calls that complete inside it are counted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import multiprocessing
+import os
+import queue
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import grpc
+
+from a2a_grpc.cli import run_async
+from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
+
+READY = "ready"
+RESULT = "result"
+RESULT_TIMEOUT_MARGIN_SECONDS = 120.0
+
+Job = dict[str, Any]
+Metadata = tuple[tuple[str, str], ...]
+
+
+@dataclass
+class Tally:
+    """What one worker saw in the measurement window."""
+
+    completed: int = 0
+    events: int = 0
+    errors: int = 0
+    calls: int = 0
+    first_error: str | None = None
+    latencies_us: list[int] = field(default_factory=list)
+
+    def error(self, description: str) -> None:
+        self.errors += 1
+        if self.first_error is None:
+            self.first_error = description
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "completed": self.completed,
+            "events": self.events,
+            "errors": self.errors,
+            "calls": self.calls,
+            "first_error": self.first_error,
+            "latencies_us": self.latencies_us,
+        }
+
+
+def _describe(error: BaseException) -> str:
+    if isinstance(error, grpc.RpcError):
+        code = error.code()
+        return f"{code.name if code else '?'}: {error.details()}"
+    return f"{type(error).__name__}: {error}"
+
+
+def _send_request(text: str, task_id: str = "") -> Any:
+    message = a2a_pb2.Message(role=a2a_pb2.ROLE_USER, task_id=task_id)
+    message.parts.add(text=text)
+    return a2a_pb2.SendMessageRequest(message=message)
+
+
+def _channel(target: str) -> Any:
+    options = [
+        ("grpc.max_receive_message_length", 64 * 1024 * 1024),
+        ("grpc.use_local_subchannel_pool", 1),  # each channel its own connection
+    ]
+    return grpc.aio.insecure_channel(target, options=options)
+
+
+@contextlib.asynccontextmanager
+async def _stubs(job: Job) -> AsyncIterator[list[Any]]:
+    """A stub on each of the job's `channels` connections (callers take them in turn)."""
+    async with contextlib.AsyncExitStack() as stack:
+        channels = [await stack.enter_async_context(_channel(job["target"])) for _ in range(job.get("channels", 1))]
+        yield [a2a_pb2_grpc.A2AServiceStub(channel) for channel in channels]  # type: ignore[no-untyped-call]
+
+
+# ---- jobs ------------------------------------------------------------------------------------
+
+
+async def send_job(job: Job, worker_id: int, outbox: Any) -> dict[str, Any]:
+    """Closed loop of SendMessage until the window ends; counts calls that complete inside it."""
+    metadata: Metadata = tuple(map(tuple, job["metadata"]))
+    measure_from, measure_to = job["window"]
+    expected = a2a_pb2.TaskState.Value(job["expect_state"])
+    tally = Tally()
+
+    async def caller(index: int, send: Any) -> None:
+        request = _send_request(job["text"])
+        message = request.message
+        prefix = f"w{worker_id}c{index}-{os.getpid()}-"
+        sequence = 0
+        while (started := time.monotonic()) < measure_to:
+            sequence += 1
+            message.message_id = prefix + str(sequence)
+            failure = None
+            try:
+                response = await send(request, metadata=metadata, timeout=job["rpc_timeout"])
+                if response.task.status.state != expected:
+                    failure = f"task state {a2a_pb2.TaskState.Name(response.task.status.state)}"
+            except grpc.RpcError as error:
+                failure = _describe(error)
+            ended = time.monotonic()
+            tally.calls += 1
+            if measure_from <= ended <= measure_to:
+                if failure is None:
+                    tally.completed += 1
+                    tally.latencies_us.append(int((ended - started) * 1e6))
+                else:
+                    tally.error(failure)
+
+    async with _stubs(job) as stubs:
+        await asyncio.gather(*(caller(i, stubs[i % len(stubs)].SendMessage) for i in range(job["concurrency"])))
+    return tally.as_dict()
+
+
+async def count_job(job: Job, worker_id: int, outbox: Any) -> dict[str, Any]:
+    """SendMessage `total` times (with `concurrency` callers), as fast as the server answers."""
+    metadata: Metadata = tuple(map(tuple, job["metadata"]))
+    tally = Tally()
+    remaining = job["total"]
+    deadline = time.monotonic() + job["time_limit"]
+
+    async def caller(index: int, send: Any) -> None:
+        nonlocal remaining
+        request = _send_request(job["text"])
+        prefix = f"w{worker_id}c{index}-{os.getpid()}-"
+        while remaining > 0 and time.monotonic() < deadline:
+            remaining -= 1
+            request.message.message_id = prefix + str(remaining)
+            try:
+                await send(request, metadata=metadata, timeout=job["rpc_timeout"])
+                tally.completed += 1
+            except grpc.RpcError as error:
+                tally.error(_describe(error))
+
+    async with _stubs(job) as stubs:
+        await asyncio.gather(*(caller(i, stubs[i % len(stubs)].SendMessage) for i in range(job["concurrency"])))
+    return tally.as_dict()
+
+
+async def stream_job(job: Job, worker_id: int, outbox: Any) -> dict[str, Any]:
+    """Closed loop of SendStreamingMessage; counts the events received inside the window."""
+    metadata: Metadata = tuple(map(tuple, job["metadata"]))
+    measure_from, measure_to = job["window"]
+    completed_state = a2a_pb2.TaskState.TASK_STATE_COMPLETED
+    tally = Tally()
+
+    async def streamer(index: int, start_stream: Any) -> None:
+        request = _send_request(job["text"])
+        prefix = f"w{worker_id}s{index}-{os.getpid()}-"
+        sequence = 0
+        while (started := time.monotonic()) < measure_to:
+            sequence += 1
+            request.message.message_id = prefix + str(sequence)
+            last = None
+            received = 0
+            failure = None
+            try:
+                async for response in start_stream(request, metadata=metadata, timeout=job["rpc_timeout"]):
+                    if measure_from <= time.monotonic() <= measure_to:
+                        tally.events += 1
+                    received += 1
+                    last = response
+                if last is None or last.status_update.status.state != completed_state:
+                    failure = f"stream of {received} events did not end with a COMPLETED status"
+            except grpc.RpcError as error:
+                failure = _describe(error)
+            ended = time.monotonic()
+            tally.calls += 1
+            if measure_from <= ended <= measure_to:
+                if failure is None:
+                    tally.completed += 1
+                    tally.latencies_us.append(int((ended - started) * 1e6))
+                else:
+                    tally.error(failure)
+
+    async with _stubs(job) as stubs:
+        streamers = (streamer(i, stubs[i % len(stubs)].SendStreamingMessage) for i in range(job["concurrency"]))
+        await asyncio.gather(*streamers)
+    return tally.as_dict()
+
+
+async def subscribe_job(job: Job, worker_id: int, outbox: Any) -> dict[str, Any]:
+    """`subscribers` SubscribeToTask streams on one task: report READY once every snapshot arrived,
+    then read each stream to its end. Returns the events after the snapshots and when the last came."""
+    metadata: Metadata = tuple(map(tuple, job["metadata"]))
+    completed_state = a2a_pb2.TaskState.TASK_STATE_COMPLETED
+    tally = Tally()
+    last_event_at = 0.0
+
+    async def drain(call: Any) -> None:
+        nonlocal last_event_at
+        last = None
+        try:
+            while (response := await call.read()) is not grpc.aio.EOF:
+                last_event_at = max(last_event_at, time.monotonic())
+                tally.events += 1
+                last = response
+        except grpc.RpcError as error:
+            tally.error(_describe(error))
+            return
+        if last is None or last.status_update.status.state != completed_state:
+            tally.error("a subscription did not end with a COMPLETED status")
+        else:
+            tally.completed += 1
+
+    async with _stubs(job) as stubs:
+        stub = stubs[0]
+        request = a2a_pb2.SubscribeToTaskRequest(id=job["task_id"])
+        calls = [
+            stub.SubscribeToTask(request, metadata=metadata, timeout=job["rpc_timeout"])
+            for _ in range(job["subscribers"])
+        ]
+        problem = None
+        try:
+            snapshots = await asyncio.gather(*(call.read() for call in calls))
+            if not all(s is not grpc.aio.EOF and s.HasField("task") for s in snapshots):
+                problem = "a subscription did not begin with a Task snapshot"
+        except grpc.RpcError as error:
+            problem = _describe(error)
+        outbox.put((worker_id, READY, problem))
+        if problem is not None:
+            for call in calls:
+                call.cancel()
+            tally.error(problem)
+            return {**tally.as_dict(), "last_event_at": 0.0}
+        await asyncio.gather(*(drain(call) for call in calls))
+    tally.calls = len(calls)
+    return {**tally.as_dict(), "last_event_at": last_event_at}
+
+
+JOBS: dict[str, Callable[[Job, int, Any], Awaitable[dict[str, Any]]]] = {
+    "send": send_job,
+    "count": count_job,
+    "stream": stream_job,
+    "subscribe": subscribe_job,
+}
+
+
+# ---- worker process --------------------------------------------------------------------------
+
+
+async def _serve_jobs(worker_id: int, inbox: Any, outbox: Any) -> int:
+    loop = asyncio.get_running_loop()
+    while True:
+        job = await loop.run_in_executor(None, inbox.get)
+        if job is None:
+            return 0
+        try:
+            payload = await JOBS[job["kind"]](job, worker_id, outbox)
+        except Exception as error:
+            payload = {"failed": f"{type(error).__name__}: {error}"}
+        outbox.put((worker_id, RESULT, payload))
+
+
+def worker_main(worker_id: int, inbox: Any, outbox: Any) -> None:
+    run_async(_serve_jobs(worker_id, inbox, outbox))
+
+
+class LoadPool:
+    """The load generator processes, started once and reused for every case."""
+
+    def __init__(self, processes: int) -> None:
+        context = multiprocessing.get_context("spawn")
+        self.outbox = context.Queue()
+        self.inboxes = [context.Queue() for _ in range(processes)]
+        self.workers = [
+            context.Process(target=worker_main, args=(i, inbox, self.outbox), name=f"bench-load-{i}", daemon=True)
+            for i, inbox in enumerate(self.inboxes)
+        ]
+        for worker in self.workers:
+            worker.start()
+
+    @property
+    def size(self) -> int:
+        return len(self.workers)
+
+    @property
+    def pids(self) -> list[int]:
+        return [worker.pid for worker in self.workers if worker.pid is not None]
+
+    def submit(self, jobs: dict[int, Job]) -> None:
+        for worker_id, job in jobs.items():
+            self.inboxes[worker_id].put(job)
+
+    def collect(self, kind: str, worker_ids: list[int], timeout: float) -> dict[int, Any]:
+        """One `kind` message from each of `worker_ids` (a failed job raises, a silent worker times out)."""
+        deadline = time.monotonic() + timeout
+        received: dict[int, Any] = {}
+        while len(received) < len(worker_ids):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"load workers {sorted(set(worker_ids) - set(received))} sent no {kind}")
+            try:
+                worker_id, got_kind, payload = self.outbox.get(timeout=min(left, 1.0))
+            except queue.Empty:
+                dead = [w.name for w in self.workers if not w.is_alive()]
+                if dead:
+                    raise RuntimeError(f"load workers died: {dead}") from None
+                continue
+            if got_kind != kind:
+                raise RuntimeError(f"load worker {worker_id} sent {got_kind} while {kind} was expected")
+            if isinstance(payload, dict) and "failed" in payload:
+                raise RuntimeError(f"load worker {worker_id}: {payload['failed']}")
+            received[worker_id] = payload
+        return received
+
+    def run(self, jobs: dict[int, Job], timeout: float) -> dict[int, Any]:
+        self.submit(jobs)
+        return self.collect(RESULT, list(jobs), timeout)
+
+    def close(self) -> None:
+        for inbox in self.inboxes:
+            with contextlib.suppress(OSError, ValueError):
+                inbox.put(None)
+        for worker in self.workers:
+            worker.join(5)
+            if worker.is_alive():
+                worker.kill()
+                worker.join(5)
+
+
+def split(total: int, parts: int) -> list[int]:
+    """`total` spread over at most `parts` non-zero shares."""
+    parts = max(1, min(parts, total))
+    return [total // parts + (1 if i < total % parts else 0) for i in range(parts)]

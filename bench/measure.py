@@ -1,0 +1,295 @@
+"""How each kind of case is measured: a server process, the load pool, one window, one record."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+
+from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
+from bench.loadgen import READY, RESULT, LoadPool, split
+from bench.procs import ServerProcess, cpu_seconds, machine_busy_seconds, rss_bytes
+from bench.protocol import CHUNKS_TEXT, ECHO_TEXT, HOLD_TEXT
+
+V1: tuple[tuple[str, str], ...] = (("a2a-version", "1.0"),)
+START_SLACK_SECONDS = 0.3  # workers pick up the job and connect before the warm-up counts
+RESULT_MARGIN_SECONDS = 120.0
+MAX_FANOUT_ROUNDS = 1000
+
+
+@dataclass
+class Settings:
+    duration: float
+    warmup: float
+    rpc_timeout: float = 60.0
+    channels: int = 1  # connections per load process
+
+
+@dataclass
+class Window:
+    seconds: float
+    server_cpu: float
+    load_cpu: float
+    machine_cpu: float = 0.0  # every process on the machine, these two included
+
+    def __add__(self, other: Window) -> Window:
+        return Window(
+            self.seconds + other.seconds,
+            self.server_cpu + other.server_cpu,
+            self.load_cpu + other.load_cpu,
+            self.machine_cpu + other.machine_cpu,
+        )
+
+    @property
+    def other_cpu(self) -> float:
+        """CPU time of everything else on the machine: a busy neighbour makes every figure noisier."""
+        return max(0.0, self.machine_cpu - self.server_cpu - self.load_cpu)
+
+
+class Sampler:
+    """CPU time of the server and of the load workers over a window."""
+
+    def __init__(self, server: ServerProcess, pool: LoadPool) -> None:
+        self.server = server
+        self.pool = pool
+
+    def _load_cpu(self) -> float:
+        return sum(cpu_seconds(pid) for pid in self.pool.pids)
+
+    def start(self) -> tuple[float, float, float, float]:
+        return time.monotonic(), cpu_seconds(self.server.pid), self._load_cpu(), machine_busy_seconds()
+
+    def since(self, start: tuple[float, float, float, float]) -> Window:
+        began, server_cpu, load_cpu, machine_cpu = start
+        return Window(
+            time.monotonic() - began,
+            cpu_seconds(self.server.pid) - server_cpu,
+            self._load_cpu() - load_cpu,
+            machine_busy_seconds() - machine_cpu,
+        )
+
+    def over(self, measure_from: float, measure_to: float) -> Window:
+        _sleep_until(measure_from)
+        start = self.start()
+        _sleep_until(measure_to)
+        return self.since(start)
+
+
+def _sleep_until(moment: float) -> None:
+    left = moment - time.monotonic()
+    if left > 0:
+        time.sleep(left)
+
+
+def percentile(sorted_values: list[int], fraction: float) -> float:
+    """Nearest-rank percentile of ascending values (0 when there are none)."""
+    if not sorted_values:
+        return 0.0
+    rank = max(1, min(len(sorted_values), round(fraction * len(sorted_values) + 0.5)))
+    return float(sorted_values[rank - 1])
+
+
+def merge(results: dict[int, dict[str, Any]]) -> dict[str, Any]:
+    latencies = sorted(us for r in results.values() for us in r["latencies_us"])
+    errors = sum(r["errors"] for r in results.values())
+    first_error = next((r["first_error"] for r in results.values() if r["first_error"]), None)
+    return {
+        "completed": sum(r["completed"] for r in results.values()),
+        "events": sum(r["events"] for r in results.values()),
+        "errors": errors,
+        "first_error": first_error,
+        "p50_ms": percentile(latencies, 0.50) / 1000,
+        "p99_ms": percentile(latencies, 0.99) / 1000,
+    }
+
+
+def _rates(count: int, window: Window, seconds: float | None = None) -> dict[str, Any]:
+    """Rates per second of `seconds` (the window's own length unless given), CPU per counted unit."""
+    seconds = window.seconds if seconds is None else seconds
+    busy = window.seconds if window.seconds > 0 else 1.0
+    return {
+        "rate": count / seconds if seconds > 0 else 0.0,
+        "server_cpu_us": window.server_cpu / count * 1e6 if count else None,
+        "server_cpu_cores": window.server_cpu / busy,
+        "load_cpu_cores": window.load_cpu / busy,
+        "other_cpu_cores": window.other_cpu / busy,
+        "window_seconds": seconds,
+    }
+
+
+def _windowed_jobs(
+    kind: str, pool: LoadPool, settings: Settings, concurrency: int, fields: dict[str, Any]
+) -> tuple[dict[int, dict[str, Any]], float, float]:
+    measure_from = time.monotonic() + START_SLACK_SECONDS + settings.warmup
+    measure_to = measure_from + settings.duration
+    jobs = {
+        worker_id: {
+            "kind": kind,
+            "concurrency": share,
+            "window": (measure_from, measure_to),
+            "rpc_timeout": settings.rpc_timeout,
+            "channels": min(share, settings.channels),
+            **fields,
+        }
+        for worker_id, share in enumerate(split(concurrency, pool.size))
+    }
+    return jobs, measure_from, measure_to
+
+
+def measure_send(
+    server: ServerProcess,
+    pool: LoadPool,
+    settings: Settings,
+    concurrency: int,
+    metadata: tuple[tuple[str, str], ...],
+) -> dict[str, Any]:
+    """Closed-loop SendMessage at `concurrency` callers: requests/s, latency, CPU per request."""
+    fields = {"target": server.target, "metadata": metadata, "text": ECHO_TEXT, "expect_state": "TASK_STATE_COMPLETED"}
+    jobs, measure_from, measure_to = _windowed_jobs("send", pool, settings, concurrency, fields)
+    pool.submit(jobs)
+    window = Sampler(server, pool).over(measure_from, measure_to)
+    results = pool.collect(RESULT, list(jobs), settings.warmup + settings.duration + RESULT_MARGIN_SECONDS)
+    server.check_alive()
+    merged = merge(results)
+    return {**merged, **_rates(merged["completed"], window), "unit": "req/s", "concurrency": concurrency}
+
+
+def measure_stream(server: ServerProcess, pool: LoadPool, settings: Settings, concurrency: int) -> dict[str, Any]:
+    """Closed-loop SendStreamingMessage of the chunk agent: events/s received, latency per whole stream."""
+    fields = {"target": server.target, "metadata": V1, "text": CHUNKS_TEXT}
+    jobs, measure_from, measure_to = _windowed_jobs("stream", pool, settings, concurrency, fields)
+    pool.submit(jobs)
+    window = Sampler(server, pool).over(measure_from, measure_to)
+    results = pool.collect(RESULT, list(jobs), settings.warmup + settings.duration + RESULT_MARGIN_SECONDS)
+    server.check_alive()
+    merged = merge(results)
+    record = {**merged, **_rates(merged["events"], window), "unit": "events/s", "concurrency": concurrency}
+    record["streams_per_second"] = merged["completed"] / window.seconds
+    return record
+
+
+def _send_one(stub: Any, text: str, settings: Settings, task: a2a_pb2.Task | None = None) -> a2a_pb2.Task:
+    message = a2a_pb2.Message(message_id=f"control-{time.monotonic_ns()}", role=a2a_pb2.ROLE_USER)
+    message.parts.add(text=text)
+    if task is not None:
+        message.task_id = task.id
+        message.context_id = task.context_id
+    response = stub.SendMessage(a2a_pb2.SendMessageRequest(message=message), metadata=V1, timeout=settings.rpc_timeout)
+    return response.task  # type: ignore[no-any-return]
+
+
+def measure_fanout(server: ServerProcess, pool: LoadPool, settings: Settings, subscribers: int) -> dict[str, Any]:
+    """SubscribeToTask fan-out: `subscribers` streams on one task, which then emits the chunk stream.
+
+    Each round: a task waits in INPUT_REQUIRED, every subscriber receives its snapshot, then one message
+    sets the agent going; the round lasts until the last subscriber has the last event. The first round
+    is a warm-up; rounds repeat until the duration is spent.
+    """
+    shares = split(subscribers, pool.size)
+    sampler = Sampler(server, pool)
+    rounds: list[tuple[int, float]] = []
+    errors = 0
+    first_error: str | None = None
+    cpu = Window(0.0, 0.0, 0.0)
+    with grpc.insecure_channel(server.target) as channel:
+        stub = a2a_pb2_grpc.A2AServiceStub(channel)  # type: ignore[no-untyped-call]
+        deadline = time.monotonic() + settings.warmup + settings.duration
+        for index in range(MAX_FANOUT_ROUNDS):
+            task = _send_one(stub, HOLD_TEXT, settings)
+            if task.status.state != a2a_pb2.TaskState.TASK_STATE_INPUT_REQUIRED:
+                raise RuntimeError(
+                    f"the fan-out task is {a2a_pb2.TaskState.Name(task.status.state)}, not INPUT_REQUIRED"
+                )
+            jobs = {
+                worker_id: {
+                    "kind": "subscribe",
+                    "target": server.target,
+                    "metadata": V1,
+                    "task_id": task.id,
+                    "subscribers": share,
+                    "rpc_timeout": settings.rpc_timeout,
+                }
+                for worker_id, share in enumerate(shares)
+            }
+            pool.submit(jobs)
+            problems = [p for p in pool.collect(READY, list(jobs), RESULT_MARGIN_SECONDS).values() if p]
+            start = sampler.start()
+            went_at = time.monotonic()
+            if not problems:
+                _send_one(stub, CHUNKS_TEXT, settings, task)
+            results = pool.collect(RESULT, list(jobs), settings.rpc_timeout + RESULT_MARGIN_SECONDS)
+            if problems:
+                raise RuntimeError(f"fan-out subscribers failed: {problems[0]}")
+            window = sampler.since(start)
+            merged = merge(results)
+            if index > 0:
+                last = max(r["last_event_at"] for r in results.values())
+                rounds.append((merged["events"], last - went_at))
+                errors += merged["errors"]
+                first_error = first_error or merged["first_error"]
+                cpu = cpu + window
+            if rounds and time.monotonic() >= deadline:
+                break
+    server.check_alive()
+    events = sum(n for n, _ in rounds)
+    seconds = sum(s for _, s in rounds)
+    durations_us = sorted(int(s * 1e6) for _, s in rounds)
+    return {
+        "completed": len(rounds),
+        "events": events,
+        "errors": errors,
+        "first_error": first_error,
+        "p50_ms": percentile(durations_us, 0.50) / 1000,
+        "p99_ms": percentile(durations_us, 0.99) / 1000,
+        **_rates(events, cpu, seconds),
+        "unit": "events/s",
+        "concurrency": subscribers,
+        "rounds": len(rounds),
+    }
+
+
+def measure_memory(
+    server: ServerProcess, pool: LoadPool, settings: Settings, tasks: int, concurrency: int
+) -> dict[str, Any]:
+    """Server RSS idle, then after `tasks` SendMessage calls (each stores one completed task)."""
+    rss_idle = rss_bytes(server.pid)
+    time_limit = max(600.0, tasks / 50)
+    jobs = {
+        worker_id: {
+            "kind": "count",
+            "target": server.target,
+            "metadata": V1,
+            "text": ECHO_TEXT,
+            "total": total,
+            "concurrency": min(total, max(1, concurrency // pool.size)),
+            "time_limit": time_limit,
+            "rpc_timeout": settings.rpc_timeout,
+            "channels": settings.channels,
+        }
+        for worker_id, total in enumerate(split(tasks, pool.size))
+    }
+    began = time.monotonic()
+    results = pool.run(jobs, time_limit + RESULT_MARGIN_SECONDS)
+    seconds = time.monotonic() - began
+    server.check_alive()
+    time.sleep(0.5)  # let the last tasks leave the live set
+    rss_after = rss_bytes(server.pid)
+    merged = merge(results)
+    with grpc.insecure_channel(server.target) as channel:
+        stub = a2a_pb2_grpc.A2AServiceStub(channel)  # type: ignore[no-untyped-call]
+        listed = stub.ListTasks(a2a_pb2.ListTasksRequest(page_size=1), metadata=V1, timeout=settings.rpc_timeout)
+    stored = merged["completed"]
+    return {
+        "completed": stored,
+        "errors": merged["errors"],
+        "first_error": merged["first_error"],
+        "tasks_listed": listed.total_size,
+        "rss_idle_mb": rss_idle / 2**20,
+        "rss_after_mb": rss_after / 2**20,
+        "bytes_per_task": (rss_after - rss_idle) / stored if stored else None,
+        "rate": stored / seconds if seconds > 0 else 0.0,
+        "unit": "tasks/s",
+        "concurrency": concurrency,
+    }

@@ -1,0 +1,296 @@
+"""`scripts/bench` (python -m bench): start every server, drive it, print the table and write the JSON.
+
+Case families (filter them with --cases, shell-style patterns):
+  send.bare, send.sdk, send.{memory,sqlite}.{ext,noext}   SendMessage, echo agent, at each --concurrency
+  stream.{bare,sdk,ours}                                  SendStreamingMessage, CHUNKS artifact chunks per task
+  fanout.{sdk,ours}                                       SubscribeToTask, --subscribers streams on one task
+  memory.ours                                             server RSS after --memory-tasks stored tasks
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import os
+import platform
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from importlib import metadata as package_metadata
+from pathlib import Path
+from typing import Any
+
+from bench import measure, report
+from bench.loadgen import LoadPool
+from bench.procs import ServerProcess
+from bench.protocol import BENCH_EXTENSION_URI, CHUNKS
+from bench.sdk_env import SDK_REQUIREMENT, SdkUnavailableError, sdk_python
+
+ROOT = Path(__file__).resolve().parent.parent
+EXTENSION_METADATA = (*measure.V1, ("a2a-extensions", BENCH_EXTENSION_URI))
+
+
+@dataclass(frozen=True)
+class Family:
+    name: str
+    kind: str  # send | stream | fanout | memory
+    server: str  # ours | bare | sdk
+    store: str = "memory"
+    extension: bool = False
+
+
+FAMILIES = (
+    Family("send.bare", "send", "bare"),
+    Family("send.sdk", "send", "sdk"),
+    Family("send.memory.ext", "send", "ours", "memory", extension=True),
+    Family("send.memory.noext", "send", "ours", "memory"),
+    Family("send.sqlite.ext", "send", "ours", "sqlite", extension=True),
+    Family("send.sqlite.noext", "send", "ours", "sqlite"),
+    Family("stream.bare", "stream", "bare"),
+    Family("stream.sdk", "stream", "sdk"),
+    Family("stream.ours", "stream", "ours"),
+    Family("fanout.sdk", "fanout", "sdk"),
+    Family("fanout.ours", "fanout", "ours"),
+    Family("memory.ours", "memory", "ours"),
+)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="scripts/bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--duration", type=float, help="measured seconds per case (default 5; --quick: 1)")
+    parser.add_argument("--warmup", type=float, help="unmeasured seconds before each case (default 1; --quick: 0.3)")
+    parser.add_argument("--concurrency", default="1,16,64", help="SendMessage concurrencies, comma-separated")
+    parser.add_argument(
+        "--cases", default="*", help="comma-separated patterns of case families, e.g. 'send.*,fanout.*'"
+    )
+    parser.add_argument("--out", default="bench-results.json", help="JSON results file")
+    parser.add_argument("--quick", action="store_true", help="short cases and fewer stored tasks, for a smoke run")
+    parser.add_argument("--load-procs", type=int, default=2, help="load generator processes (default 2)")
+    parser.add_argument("--channels", type=int, default=1, help="connections per load process (default 1)")
+    parser.add_argument("--stream-concurrency", type=int, default=8, help="concurrent streams in stream.* cases")
+    parser.add_argument("--subscribers", type=int, default=100, help="subscribers on one task in fanout.* cases")
+    parser.add_argument("--memory-tasks", type=int, help="tasks stored for memory.ours (default 100000; --quick: 5000)")
+    parser.add_argument(
+        "--repeat", type=int, default=1, help="run every case N times round-robin and keep the median (noisy machines)"
+    )
+    parser.add_argument("--sdk-uvloop", action="store_true", help="run the SDK server on uvloop (it ships on asyncio)")
+    parser.add_argument("--profile", metavar="DIR", help="record our servers with py-spy into DIR (slows them down)")
+    parser.add_argument(
+        "--profile-native", action="store_true", help="with --profile: include C/Cython frames (grpc, uvloop)"
+    )
+    args = parser.parse_args(argv)
+    args.duration = args.duration if args.duration is not None else (1.0 if args.quick else 5.0)
+    args.warmup = args.warmup if args.warmup is not None else (0.3 if args.quick else 1.0)
+    args.memory_tasks = args.memory_tasks if args.memory_tasks is not None else (5000 if args.quick else 100_000)
+    args.concurrency = [int(c) for c in args.concurrency.split(",") if c.strip()]
+    patterns = [p.strip() for p in args.cases.split(",") if p.strip()]
+    args.families = [f for f in FAMILIES if any(fnmatch.fnmatchcase(f.name, p) for p in patterns)]
+    if not args.families:
+        parser.error(f"--cases {args.cases!r} matches no case family: {', '.join(f.name for f in FAMILIES)}")
+    counts = (args.load_procs, args.channels, args.repeat, args.stream_concurrency, args.subscribers, args.memory_tasks)
+    if not args.concurrency or min(args.concurrency) < 1 or args.duration <= 0 or min(counts) < 1:
+        parser.error("every count, concurrency and duration must be positive")
+    return args
+
+
+def _version(package: str) -> str | None:
+    try:
+        return package_metadata.version(package)
+    except package_metadata.PackageNotFoundError:
+        return None
+
+
+def _median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The run with the median rate (the lower middle one of an even count), listing every run's rate."""
+    measured = sorted((r for r in runs if "rate" in r), key=lambda r: r["rate"])
+    if not measured:
+        return runs[0]
+    median = dict(measured[(len(measured) - 1) // 2])
+    median["runs"] = [r.get("rate") for r in runs]
+    return median
+
+
+class Bench:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.settings = measure.Settings(duration=args.duration, warmup=args.warmup, channels=args.channels)
+        self.records: list[dict[str, Any]] = []  # one per case: the median run when --repeat > 1
+        self._runs: dict[str, list[dict[str, Any]]] = {}  # every run of every case, in first-run order
+        self._repetition = 0
+        self.pool: LoadPool | None = None
+        self._sdk: Path | SdkUnavailableError | None = None
+        self._scratch = tempfile.TemporaryDirectory(prefix="a2a-bench-")
+
+    # ---- servers -------------------------------------------------------------------------------
+
+    def _sdk_python(self) -> Path:
+        if self._sdk is None:
+            try:
+                self._sdk = sdk_python(ROOT)
+            except SdkUnavailableError as error:
+                self._sdk = error
+        if isinstance(self._sdk, SdkUnavailableError):
+            raise self._sdk
+        return self._sdk
+
+    def _server_argv(self, family: Family) -> list[str]:
+        agent = "echo" if family.kind in ("send", "memory") else "chunks"
+        if family.server == "bare":
+            return [sys.executable, "-m", "bench.bare_server"]
+        if family.server == "sdk":
+            argv = [str(self._sdk_python()), "-m", "bench.sdk_server", "--agent", agent]
+            return argv + (["--uvloop"] if self.args.sdk_uvloop else [])
+        store = "memory"
+        if family.store == "sqlite":
+            store = f"sqlite:///{self._scratch.name}/{family.name}.db"
+        if family.extension:
+            agent = "echo-ext"
+        argv = [sys.executable, "-m", "bench.our_server", "--store", store, "--agent", agent]
+        return argv + (["--no-extensions"] if family.kind == "send" and not family.extension else [])
+
+    def _profiler(self, family: Family, server: ServerProcess) -> subprocess.Popen[bytes] | None:
+        if not self.args.profile or family.server != "ours":
+            return None
+        py_spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+        if not Path(py_spy).exists():
+            raise RuntimeError("--profile needs py-spy (pip install py-spy into .venv)")
+        out_dir = Path(self.args.profile)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        argv = [py_spy, "record", "--pid", str(server.pid), "--rate", "250", "--format", "raw"]
+        argv += ["--native"] if self.args.profile_native else ["--nonblocking"]
+        suffix = f".{self._repetition + 1}" if self.args.repeat > 1 else ""
+        argv += ["--output", str(out_dir / f"{family.name}{suffix}.txt")]
+        return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    # ---- cases ---------------------------------------------------------------------------------
+
+    def _record(self, family: Family, result: dict[str, Any], suffix: str = "") -> None:
+        record = {
+            "name": family.name + suffix,
+            "family": family.name + suffix,
+            "kind": family.kind,
+            "server": family.server,
+            "store": family.store if family.server == "ours" else None,
+            "extension": family.extension,
+            **result,
+        }
+        self._runs.setdefault(record["name"], []).append(record)
+        print("\n".join(report.row(record)), flush=True)
+
+    def _not_run(self, family: Family, key: str, reason: str) -> None:
+        levels = self.args.concurrency if family.kind == "send" else [None]
+        done = {name for name, runs in self._runs.items() if len(runs) > self._repetition}
+        for c in levels:
+            suffix = f"@{c}" if c is not None else ""
+            if family.name + suffix not in done:
+                self._record(family, {key: reason, "concurrency": c}, suffix)
+
+    def run_family(self, family: Family) -> None:
+        assert self.pool is not None
+        try:
+            argv = self._server_argv(family)
+        except SdkUnavailableError as error:
+            self._not_run(family, "skipped", f"{SDK_REQUIREMENT} unavailable: {error}")
+            return
+        server = ServerProcess(family.name, argv, ROOT)
+        profiler = self._profiler(family, server)
+        try:
+            if family.kind == "send":
+                metadata = EXTENSION_METADATA if family.extension else measure.V1
+                for c in self.args.concurrency:
+                    result = measure.measure_send(server, self.pool, self.settings, c, metadata)
+                    self._record(family, result, f"@{c}")
+            elif family.kind == "stream":
+                result = measure.measure_stream(server, self.pool, self.settings, self.args.stream_concurrency)
+                self._record(family, result)
+            elif family.kind == "fanout":
+                result = measure.measure_fanout(server, self.pool, self.settings, self.args.subscribers)
+                self._record(family, result)
+            else:
+                result = measure.measure_memory(server, self.pool, self.settings, self.args.memory_tasks, 64)
+                self._record(family, result)
+        finally:
+            if profiler is not None:
+                profiler.send_signal(signal.SIGINT)
+                try:
+                    profiler.wait(30)
+                except subprocess.TimeoutExpired:
+                    profiler.kill()
+                    profiler.wait(5)
+            server.stop()
+
+    def run(self) -> int:
+        """Every selected case, `--repeat` times round-robin (memory.ours once); 1 when any case failed."""
+        self.pool = LoadPool(self.args.load_procs)
+        failed = 0
+        print(report.table([]), flush=True)  # the header; each case prints its row when measured
+        for repetition in range(self.args.repeat):
+            self._repetition = repetition
+            for family in self.args.families:
+                if family.kind == "memory" and self._repetition > 0:
+                    continue
+                try:
+                    self.run_family(family)
+                except Exception as error:
+                    failed += 1
+                    self._not_run(family, "failed", f"{type(error).__name__}: {error}")
+        self.records = [_median_run(runs) for runs in self._runs.values()]
+        if self.args.repeat > 1:
+            print(f"\nMedian of {self.args.repeat} runs per case (by rate):\n{report.table(self.records)}")
+        return 1 if failed else 0
+
+    def meta(self) -> dict[str, Any]:
+        has_uvloop = _version("uvloop") is not None
+        return {
+            "command": " ".join(["scripts/bench", *sys.argv[1:]]),
+            "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
+            "grpcio": _version("grpcio"),
+            "protobuf": _version("protobuf"),
+            "loops": {
+                "ours": "uvloop" if has_uvloop else "asyncio",
+                "bare": "uvloop" if has_uvloop else "asyncio",
+                "load": "uvloop" if has_uvloop else "asyncio",
+                "sdk": "uvloop" if self.args.sdk_uvloop else "asyncio",
+            },
+            "sdk": SDK_REQUIREMENT,
+            "duration_seconds": self.args.duration,
+            "warmup_seconds": self.args.warmup,
+            "concurrency": self.args.concurrency,
+            "repeat": self.args.repeat,
+            "load_processes": self.args.load_procs,
+            "channels_per_load_process": self.args.channels,
+            "stream_concurrency": self.args.stream_concurrency,
+            "stream_chunks": CHUNKS,
+            "subscribers": self.args.subscribers,
+            "memory_tasks": self.args.memory_tasks,
+        }
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.close()
+        self._scratch.cleanup()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    bench = Bench(args)
+    try:
+        status = bench.run()
+    finally:
+        bench.close()
+    out = Path(args.out)
+    report.write_json(out, bench.meta(), bench.records, args.concurrency)
+    print(report.summary(bench.records, args.concurrency))
+    print(f"\nresults written to {out}")
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
