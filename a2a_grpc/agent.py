@@ -9,7 +9,6 @@ persistence: the agent never builds or stores a Task itself.
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -18,6 +17,7 @@ from google.protobuf import json_format
 from a2a_grpc.call import CallState
 from a2a_grpc.extensions import Extension
 from a2a_grpc.generated import a2a_pb2
+from a2a_grpc.ids import new_id
 
 if TYPE_CHECKING:
     from a2a_grpc.tasks import TaskManager, TaskRun
@@ -125,7 +125,7 @@ class EventPublisher:
         """A new agent message in this task's context (not yet sent)."""
         task = self._run.live.task
         message = a2a_pb2.Message(
-            message_id=uuid.uuid4().hex,
+            message_id=new_id(),
             role=a2a_pb2.ROLE_AGENT,
             task_id=task.id,
             context_id=task.context_id,
@@ -174,11 +174,11 @@ class EventPublisher:
     ) -> None:
         """Publish an artifact, or one chunk of it (`append=True` extends the artifact with that id)."""
         if artifact is None:
-            artifact = a2a_pb2.Artifact(artifact_id=artifact_id or uuid.uuid4().hex, name=name)
+            artifact = a2a_pb2.Artifact(artifact_id=artifact_id or new_id(), name=name)
             if text is not None:
                 artifact.parts.add(text=text)
         elif not artifact.artifact_id:
-            artifact.artifact_id = uuid.uuid4().hex
+            artifact.artifact_id = new_id()
         self._manager.record_artifact(self._run, artifact, append, last_chunk)
 
 

@@ -7,7 +7,6 @@ interceptor turns into a rich gRPC status.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import AsyncIterator
 from typing import Any, TypeAlias
 
@@ -25,6 +24,7 @@ from a2a_grpc.errors import (
 )
 from a2a_grpc.extensions import ExtensionRegistry
 from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
+from a2a_grpc.ids import new_id
 from a2a_grpc.store.base import InvalidPageTokenError, TaskQuery
 from a2a_grpc.tasks import Subscriber, SubscriberOverflowError, TaskManager, task_view, wait_durable
 from a2a_grpc.validation import (
@@ -82,7 +82,7 @@ class A2AServicer(a2a_pb2_grpc.A2AServiceServicer):
         if configuration.HasField("task_push_notification_config"):
             config = configuration.task_push_notification_config
             config.task_id = task_id
-            config.id = config.id or uuid.uuid4().hex
+            config.id = config.id or new_id()
             await self.store.put_push_config(current_call().caller, config)
 
     async def SendMessage(self, request: a2a_pb2.SendMessageRequest, context: Context) -> a2a_pb2.SendMessageResponse:
@@ -193,7 +193,7 @@ class A2AServicer(a2a_pb2_grpc.A2AServiceServicer):
         validate_push_config(request)
         caller = current_call().caller
         await self.manager.get_task(request.task_id, caller)
-        request.id = request.id or uuid.uuid4().hex
+        request.id = request.id or new_id()
         await self.store.put_push_config(caller, request)
         return request
 

@@ -12,9 +12,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-import uuid
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator
 
 from google.protobuf import timestamp_pb2
 
@@ -28,6 +27,7 @@ from a2a_grpc.errors import (
     UnsupportedOperationError,
 )
 from a2a_grpc.generated import a2a_pb2
+from a2a_grpc.ids import new_id
 from a2a_grpc.store.base import TaskStore, TaskWrite
 
 log = logging.getLogger(__name__)
@@ -49,7 +49,7 @@ SUBSCRIBER_QUEUE_LIMIT = 10_000
 # How long CancelTask waits for the agent's own cancel handler before canceling the task itself.
 CANCEL_GRACE_SECONDS = 5.0
 
-StreamItem = tuple[a2a_pb2.StreamResponse, Awaitable[None] | None]
+StreamItem = tuple[a2a_pb2.StreamResponse, asyncio.Future[None] | None]
 
 
 def now_timestamp() -> timestamp_pb2.Timestamp:
@@ -57,17 +57,14 @@ def now_timestamp() -> timestamp_pb2.Timestamp:
     return timestamp_pb2.Timestamp(seconds=ns // 1_000_000_000, nanos=ns % 1_000_000_000)
 
 
-async def wait_durable(write: Awaitable[None] | None) -> None:
+async def wait_durable(write: asyncio.Future[None] | None) -> None:
     """Wait for a store write without letting this caller's cancellation cancel it for everyone else."""
     if write is None:
         return
-    if isinstance(write, asyncio.Future):
-        if write.done():
-            write.result()
-            return
-        await asyncio.shield(write)
+    if write.done():
+        write.result()
         return
-    await write
+    await asyncio.shield(write)
 
 
 class SubscriberOverflowError(Exception):
@@ -130,15 +127,16 @@ class Subscriber:
 class LiveTask:
     """A task that is being worked on or watched: the authoritative Task object and its listeners."""
 
-    __slots__ = ("last_write", "owner", "run", "subscribers", "task", "version")
+    __slots__ = ("last_write", "owner", "pending", "run", "subscribers", "task", "version")
 
     def __init__(self, task: a2a_pb2.Task, owner: str, version: int) -> None:
         self.task = task
         self.owner = owner
-        self.version = version
+        self.version = version  # of the last write handed to the store
         self.subscribers: list[Subscriber] = []
         self.run: TaskRun | None = None
-        self.last_write: Awaitable[None] | None = None
+        self.pending: TaskWrite | None = None
+        self.last_write: asyncio.Future[None] | None = None
 
     @property
     def state(self) -> int:
@@ -229,18 +227,18 @@ class TaskManager:
         return run
 
     def _create(self, message: a2a_pb2.Message, owner: str) -> LiveTask:
-        task_id = uuid.uuid4().hex
+        task_id = new_id()
         message.task_id = task_id
         if not message.context_id:
-            message.context_id = uuid.uuid4().hex
+            message.context_id = new_id()
         task = a2a_pb2.Task(
             id=task_id,
             context_id=message.context_id,
             status=a2a_pb2.TaskStatus(state=TaskState.TASK_STATE_SUBMITTED, timestamp=now_timestamp()),
             history=(message,),
         )
-        live = self._live[task_id] = LiveTask(task, owner, 1)
-        live.last_write = self.store.apply(TaskWrite(task_id, 1, owner=owner, task=task))
+        live = self._live[task_id] = LiveTask(task, owner, 0)
+        self._pending_write(live).task = task
         return live
 
     async def _resume(self, message: a2a_pb2.Message, owner: str) -> LiveTask:
@@ -295,9 +293,12 @@ class TaskManager:
             task.history.append(message)
             history = (*history, message)
         task.status.CopyFrom(status)
-        self._write(live, TaskWrite(task.id, 0, status=status, history=history))
-        event = a2a_pb2.TaskStatusUpdateEvent(task_id=task.id, context_id=task.context_id, status=status)
-        self._publish(live, a2a_pb2.StreamResponse(status_update=event))
+        write = self._pending_write(live)
+        write.status = status
+        write.history.extend(history)
+        if live.subscribers:
+            event = a2a_pb2.TaskStatusUpdateEvent(task_id=task.id, context_id=task.context_id, status=status)
+            self._publish(live, a2a_pb2.StreamResponse(status_update=event))
         if state in TERMINAL_STATES:
             for subscriber in live.subscribers:
                 subscriber.close()
@@ -309,17 +310,36 @@ class TaskManager:
             raise InvalidRequestError("the task is no longer being worked on by this agent run")
         task = live.task
         _merge_artifact(task, artifact, append)
-        self._write(live, TaskWrite(task.id, 0, artifact=artifact, append=append))
-        event = a2a_pb2.TaskArtifactUpdateEvent(
-            task_id=task.id, context_id=task.context_id, artifact=artifact, append=append, last_chunk=last_chunk
-        )
-        self._publish(live, a2a_pb2.StreamResponse(artifact_update=event))
+        self._pending_write(live).artifacts.append((artifact, append))
+        if live.subscribers:
+            event = a2a_pb2.TaskArtifactUpdateEvent(
+                task_id=task.id, context_id=task.context_id, artifact=artifact, append=append, last_chunk=last_chunk
+            )
+            self._publish(live, a2a_pb2.StreamResponse(artifact_update=event))
 
-    def _write(self, live: LiveTask, write: TaskWrite) -> None:
-        live.version += 1
-        write.version = live.version
-        write.owner = live.owner
-        live.last_write = self.store.apply(write)
+    def _pending_write(self, live: LiveTask) -> TaskWrite:
+        """The write collecting this task's changes of the current event-loop turn.
+
+        Changes made in one turn (a new task, its artifact and its completion, say) reach the store
+        as one versioned write at the end of the turn; `live.last_write` resolves once it is durable.
+        """
+        write = live.pending
+        if write is None:
+            live.version += 1
+            write = live.pending = TaskWrite(live.task.id, live.version, owner=live.owner)
+            loop = asyncio.get_running_loop()
+            live.last_write = loop.create_future()
+            loop.call_soon(self._flush, live)
+        return write
+
+    def _flush(self, live: LiveTask) -> None:
+        write, durable = live.pending, live.last_write
+        live.pending = None
+        assert write is not None and durable is not None
+        if write.task is not None:  # a create: the task as it stands now holds every change since
+            write.history.clear()
+            write.artifacts.clear()
+        self.store.apply(write).add_done_callback(lambda stored: _settle_future(durable, stored))
 
     def _publish(self, live: LiveTask, response: a2a_pb2.StreamResponse) -> None:
         item = (response, live.last_write)
@@ -435,7 +455,7 @@ class TaskManager:
         orphans = await self.store.running_tasks()
         for task_id, owner in orphans:
             live = await self._live_task(task_id, owner)
-            message = a2a_pb2.Message(message_id=uuid.uuid4().hex, role=a2a_pb2.ROLE_AGENT)
+            message = a2a_pb2.Message(message_id=new_id(), role=a2a_pb2.ROLE_AGENT)
             self._set_status(live, TaskState.TASK_STATE_FAILED, _stopped_message(message))
             await live.durable()
             self._release(live)
@@ -447,6 +467,16 @@ class TaskManager:
             runner.cancel()
         if self._runs:
             await asyncio.gather(*self._runs, return_exceptions=True)
+
+
+def _settle_future(durable: asyncio.Future[None], stored: asyncio.Future[None]) -> None:
+    if durable.done():
+        return
+    error = stored.exception()
+    if error is None:
+        durable.set_result(None)
+    else:
+        durable.set_exception(error)
 
 
 def _stopped_message(message: a2a_pb2.Message) -> a2a_pb2.Message:

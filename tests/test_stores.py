@@ -134,8 +134,7 @@ class Manager:
             self.versions[task_id],
             status=new_status,
             history=list(history),
-            artifact=artifact,
-            append=append,
+            artifacts=[] if artifact is None else [(artifact, append)],
             metadata=metadata,
         )
         await self.store.apply(write)

@@ -8,7 +8,7 @@ acknowledged once the awaitable returned by `apply` has resolved: after that it 
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Sequence
+import asyncio
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -32,7 +32,8 @@ class TaskWrite:
     """One change to one task.
 
     `version` is the task's version after the change: 1 creates the task from `task` (the whole task,
-    with its first history messages); every later write must carry the stored version + 1.
+    serialized when the store takes the write); every later write must carry the stored version + 1
+    and may carry several changes: the last status, the history messages and artifact chunks in order.
     """
 
     task_id: str
@@ -40,9 +41,8 @@ class TaskWrite:
     owner: str = ""
     task: a2a_pb2.Task | None = None
     status: a2a_pb2.TaskStatus | None = None
-    history: Sequence[a2a_pb2.Message] = ()
-    artifact: a2a_pb2.Artifact | None = None
-    append: bool = False
+    history: list[a2a_pb2.Message] = field(default_factory=list)
+    artifacts: list[tuple[a2a_pb2.Artifact, bool]] = field(default_factory=list)  # (chunk, append)
     metadata: object | None = None  # a google.protobuf.Struct replacing the task's metadata
 
 
@@ -73,8 +73,11 @@ class TaskStore(Protocol):
 
     async def close(self) -> None: ...
 
-    def apply(self, write: TaskWrite) -> Awaitable[None]:
-        """Queue `write`; the awaitable resolves once it is durable. Writes apply in call order."""
+    def apply(self, write: TaskWrite) -> asyncio.Future[None]:
+        """Queue `write`; the future resolves once it is durable. Writes apply in call order.
+
+        Never raises: a failed write fails its future (VersionConflictError, StoreError, ValueError).
+        """
         ...
 
     async def get_task(self, task_id: str, owner: str) -> a2a_pb2.Task | None:

@@ -4,15 +4,14 @@ The task manager is the only writer and keeps mutating the Task it created, so a
 reference to `write.task` and later writes only refresh this store's index data (version, status state
 and timestamp, context id); deltas are never re-applied. `get_task` returns that shared object.
 
-`apply` never raises: it returns an already-completed awaitable, which raises the write's error
-(`VersionConflictError`, or `ValueError` for a create without a task) when awaited.
+`apply` never raises: it returns an already-completed future, which holds the write's error
+(`VersionConflictError`, or `ValueError` for a create without a task) if it failed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Generator
+import asyncio
 from dataclasses import dataclass
-from typing import Any
 
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.store._codec import (
@@ -25,27 +24,18 @@ from a2a_grpc.store._codec import (
 from a2a_grpc.store.base import TaskPage, TaskQuery, TaskWrite, VersionConflictError
 
 
-class _Done:
-    """An awaitable that is already complete; one shared instance serves every successful write."""
-
-    __slots__ = ()
-
-    def __await__(self) -> Generator[Any, None, None]:
-        yield from ()
+def _done() -> asyncio.Future[None]:
+    future = asyncio.get_running_loop().create_future()
+    future.set_result(None)
+    return future
 
 
-class _Failed:
-    __slots__ = ("_error",)
-
-    def __init__(self, error: Exception) -> None:
-        self._error = error
-
-    def __await__(self) -> Generator[Any, None, None]:
-        yield from ()
-        raise self._error
+def _failed(error: Exception) -> asyncio.Future[None]:
+    future = asyncio.get_running_loop().create_future()
+    future.set_exception(error)
+    return future
 
 
-_DONE = _Done()
 _RUNNING_STATES = (a2a_pb2.TASK_STATE_SUBMITTED, a2a_pb2.TASK_STATE_WORKING)
 
 
@@ -74,28 +64,28 @@ class MemoryStore:
     async def close(self) -> None:
         pass
 
-    def apply(self, write: TaskWrite) -> Awaitable[None]:
+    def apply(self, write: TaskWrite) -> asyncio.Future[None]:
         entry = self._tasks.get(write.task_id)
         if write.version == 1 and entry is None:
             return self._create(write)
         if entry is None or write.version != entry.version + 1:
-            return _Failed(_conflict(write, entry))
+            return _failed(_conflict(write, entry))
         entry.version = write.version
         if write.status is not None:
             entry.state = write.status.state
             entry.ts_us = status_ts_us(write.status)
         entry.context_id = entry.task.context_id
-        return _DONE
+        return _done()
 
-    def _create(self, write: TaskWrite) -> Awaitable[None]:
+    def _create(self, write: TaskWrite) -> asyncio.Future[None]:
         task = write.task
         if task is None:
-            return _Failed(ValueError(f"create write for task {write.task_id!r} has no task"))
+            return _failed(ValueError(f"create write for task {write.task_id!r} has no task"))
         status = task.status
         entry = _Entry(task, write.owner, task.context_id, 1, status.state, status_ts_us(status))
         self._tasks[write.task_id] = entry
         self._by_owner.setdefault(write.owner, {})[write.task_id] = entry
-        return _DONE
+        return _done()
 
     async def get_task(self, task_id: str, owner: str) -> a2a_pb2.Task | None:
         entry = self._tasks.get(task_id)

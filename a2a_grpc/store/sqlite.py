@@ -22,7 +22,7 @@ import os
 import queue
 import sqlite3
 import threading
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Concatenate, Final, ParamSpec, TypeAlias, TypeVar
@@ -162,7 +162,7 @@ class SqliteStore:
         if threads is not None:
             await _shutdown(threads)
 
-    def apply(self, write: TaskWrite) -> Awaitable[None]:
+    def apply(self, write: TaskWrite) -> asyncio.Future[None]:
         try:
             prepared = _prepare(write)
         except (ValueError, TypeError) as exc:
@@ -370,7 +370,7 @@ def _prepare(write: TaskWrite) -> _Write:
     status = None if write.status is None else _prepare_status(write.status)
     metadata = None if write.metadata is None else _struct_bytes(write.metadata)
     history = [message.SerializeToString() for message in write.history]
-    chunks = [] if write.artifact is None else [_chunk(write.artifact, write.append)]
+    chunks = [_chunk(artifact, append) for artifact, append in write.artifacts]
     return _Write(write.task_id, write.version, status, metadata, history, chunks)
 
 
