@@ -66,6 +66,13 @@ def add_serve_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
         default=[v for v in [_env("AUTH_TOKENS", None)] if v],
         help="TOKEN=PRINCIPAL; repeat or comma-join; when set, calls need a bearer token [A2A_GRPC_AUTH_TOKENS]",
     )
+    serve.add_argument(
+        "--unary-echo",
+        choices=("trailers", "headers"),
+        default=_env("UNARY_ECHO", "trailers"),
+        help="unary calls echo a2a-extensions in the trailers, or in headers and trailers "
+        "(streams always do both) [A2A_GRPC_UNARY_ECHO]",
+    )
     serve.add_argument("--log-level", default=_env("LOG_LEVEL", "INFO"), help="[A2A_GRPC_LOG_LEVEL]")
 
 
@@ -81,6 +88,7 @@ def serve(args: argparse.Namespace) -> int:
         grace_seconds=args.grace,
         missing_version_means=args.missing_version_means,
         bearer_tokens=_parse_tokens(args.auth_token),
+        echo_unary_headers=args.unary_echo == "headers",
     )
     try:
         server = A2AServer(settings)

@@ -34,6 +34,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--no-extensions", action="store_true", help="negotiate_extensions=False: no extension interceptor"
     )
+    parser.add_argument(
+        "--unary-echo",
+        choices=("headers", "trailers"),
+        default="trailers",
+        help="echo_unary_headers: where unary calls echo a2a-extensions (trailers always)",
+    )
     return parser.parse_args(argv)
 
 
@@ -45,6 +51,7 @@ async def serve(args: argparse.Namespace) -> int:
         grace_seconds=1.0,
         missing_version_means="0.3",
         negotiate_extensions=not args.no_extensions,
+        echo_unary_headers=args.unary_echo == "headers",
     )
     agent: AgentExecutor = AGENTS[args.agent]()
     server = A2AServer(settings, agent=agent)

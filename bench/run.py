@@ -2,6 +2,7 @@
 
 Case families (filter them with --cases, shell-style patterns):
   send.bare, send.sdk, send.{memory,sqlite}.{ext,noext}   SendMessage, echo agent, at each --concurrency
+  send.memory.ext-headers                               ext, with unary calls echoing in headers too
   stream.{bare,sdk,ours}                                  SendStreamingMessage, CHUNKS artifact chunks per task
   fanout.{sdk,ours}                                       SubscribeToTask, --subscribers streams on one task
   memory.ours                                             server RSS after --memory-tasks stored tasks
@@ -41,12 +42,14 @@ class Family:
     server: str  # ours | bare | sdk
     store: str = "memory"
     extension: bool = False
+    unary_echo: str = "trailers"  # "headers": unary calls echo in headers too (ServerSettings.echo_unary_headers)
 
 
 FAMILIES = (
     Family("send.bare", "send", "bare"),
     Family("send.sdk", "send", "sdk"),
     Family("send.memory.ext", "send", "ours", "memory", extension=True),
+    Family("send.memory.ext-headers", "send", "ours", "memory", extension=True, unary_echo="headers"),
     Family("send.memory.noext", "send", "ours", "memory"),
     Family("send.sqlite.ext", "send", "ours", "sqlite", extension=True),
     Family("send.sqlite.noext", "send", "ours", "sqlite"),
@@ -152,6 +155,7 @@ class Bench:
         if family.extension:
             agent = "echo-ext"
         argv = [sys.executable, "-m", "bench.our_server", "--store", store, "--agent", agent]
+        argv += ["--unary-echo", family.unary_echo]
         return argv + (["--no-extensions"] if family.kind == "send" and not family.extension else [])
 
     def _profiler(self, family: Family, server: ServerProcess) -> subprocess.Popen[bytes] | None:

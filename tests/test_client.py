@@ -207,9 +207,10 @@ async def test_observers_see_each_responses_activated_set(probe_server: A2AServe
             with use_extensions([REQUIRED, OPTIONAL]):
                 await stub.GetTask(a2a_pb2.GetTaskRequest(id=sent.task.id))
         await stub.ListTasks(a2a_pb2.ListTasksRequest(), metadata=(("a2a-extensions", OPTIONAL),))
+    # the server's default: unary calls echo in the trailers
     assert [(r.method.rsplit("/", 1)[1], r.activated, r.source) for r in records] == [
-        ("SendMessage", (REQUIRED,), "headers"),
-        ("GetTask", (REQUIRED, OPTIONAL), "headers"),
+        ("SendMessage", (REQUIRED,), "trailers"),
+        ("GetTask", (REQUIRED, OPTIONAL), "trailers"),
     ]
     assert [r.activated for r in seen_by_callback] == [(REQUIRED,), (REQUIRED, OPTIONAL), (REQUIRED, OPTIONAL)]
 

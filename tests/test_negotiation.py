@@ -181,7 +181,8 @@ def agent() -> RecordingAgent:
 
 @pytest.fixture
 async def negotiating_server(start_server: StartServer, agent: RecordingAgent) -> A2AServer:
-    return await start_server(card=NEGOTIATION_CARD, agent=agent)
+    # unary calls echo in headers too here, so every echo path is exercised; the default is tested below
+    return await start_server(card=NEGOTIATION_CARD, agent=agent, echo_unary_headers=True)
 
 
 @pytest.fixture
@@ -193,7 +194,9 @@ async def stub(negotiating_server: A2AServer) -> AsyncIterator[Stub]:
 @pytest.fixture
 async def roomy_stub(start_server: StartServer, agent: RecordingAgent) -> AsyncIterator[Stub]:
     """The same server, but its transport admits 1 MiB of request headers."""
-    server = await start_server(card=NEGOTIATION_CARD, agent=agent, max_metadata_bytes=ROOMY_METADATA_BYTES)
+    server = await start_server(
+        card=NEGOTIATION_CARD, agent=agent, max_metadata_bytes=ROOMY_METADATA_BYTES, echo_unary_headers=True
+    )
     async with grpc.aio.insecure_channel(server.grpc_target) as channel:
         yield make_stub(channel)
 
@@ -429,7 +432,7 @@ async def test_nothing_activated_means_nothing_echoed(
     extension_values: tuple[str, ...], start_server: StartServer
 ) -> None:
     agent = RecordingAgent()
-    server = await start_server(card=OPTIONAL_ONLY_CARD, agent=agent)
+    server = await start_server(card=OPTIONAL_ONLY_CARD, agent=agent, echo_unary_headers=True)
     async with grpc.aio.insecure_channel(server.grpc_target) as channel:
         stub = make_stub(channel)
         call = stub.SendStreamingMessage(send_request("quiet"), metadata=call_metadata(*extension_values))
@@ -469,7 +472,7 @@ class HeaderSendingService(a2a_pb2_grpc.A2AServiceServicer):
 async def merging_stub() -> AsyncIterator[Stub]:
     """The real interceptor chain in front of `HeaderSendingService`."""
     registry = ExtensionRegistry([Extension(OPTIONAL)])
-    server = grpc.aio.server(interceptors=server_interceptors(registry))
+    server = grpc.aio.server(interceptors=server_interceptors(registry, echo_unary_headers=True))
     a2a_pb2_grpc.add_A2AServiceServicer_to_server(HeaderSendingService(), server)  # type: ignore[no-untyped-call]
     port = server.add_insecure_port("127.0.0.1:0")
     await server.start()
@@ -537,7 +540,7 @@ async def test_a_required_extension_with_a_dependency_is_never_completed_for_the
     start_server: StartServer,
 ) -> None:
     agent = RequiredWithDependencyAgent()
-    server = await start_server(card=NEGOTIATION_CARD, agent=agent)
+    server = await start_server(card=NEGOTIATION_CARD, agent=agent, echo_unary_headers=True)
     async with grpc.aio.insecure_channel(server.grpc_target) as channel:
         stub = make_stub(channel)
         assert_extension_refusal(
@@ -598,7 +601,9 @@ async def test_version_1_0_with_any_patch_is_accepted(version: str, stub: Stub, 
 
 async def test_a_setting_lets_a_missing_version_mean_1_0(start_server: StartServer) -> None:
     agent = RecordingAgent()
-    server = await start_server(card=NEGOTIATION_CARD, agent=agent, missing_version_means="1.0")
+    server = await start_server(
+        card=NEGOTIATION_CARD, agent=agent, missing_version_means="1.0", echo_unary_headers=True
+    )
     async with grpc.aio.insecure_channel(server.grpc_target) as channel:
         stub = make_stub(channel)
         for version in (None, ""):
@@ -715,3 +720,22 @@ async def test_hostile_extension_headers_get_a_sensible_answer(
             assert [(seen.requested, seen.activated) for seen in agent.seen] == [(requested, (REQUIRED,))]
             agent.seen.clear()
     await still_serving(roomy_stub, agent)
+
+
+# ---- the default echo placement ----------------------------------------------------------------
+
+
+async def test_by_default_unary_calls_echo_in_trailers_and_streams_in_headers_and_trailers(
+    start_server: StartServer, agent: RecordingAgent
+) -> None:
+    server = await start_server(card=NEGOTIATION_CARD, agent=agent)
+    async with grpc.aio.insecure_channel(server.grpc_target) as channel:
+        stub = make_stub(channel)
+        unary = stub.SendMessage(send_request("unary"), metadata=call_metadata(REQUIRED))
+        await unary
+        assert echoed(await unary.initial_metadata()) == []
+        assert echoed(await unary.trailing_metadata()) == [REQUIRED]
+        stream = stub.SendStreamingMessage(send_request("stream"), metadata=call_metadata(REQUIRED))
+        assert echoed(await asyncio.wait_for(stream.initial_metadata(), WAIT_SECONDS)) == [REQUIRED]
+        await asyncio.wait_for(responses(stream), WAIT_SECONDS)
+        assert echoed(await stream.trailing_metadata()) == [REQUIRED]

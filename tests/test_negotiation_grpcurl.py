@@ -162,13 +162,15 @@ def agent() -> RecordingAgent:
 
 @pytest.fixture
 async def target(start_server: StartServer, agent: RecordingAgent) -> str:
-    server: A2AServer = await start_server(card=NEGOTIATION_CARD, agent=agent)
+    server: A2AServer = await start_server(card=NEGOTIATION_CARD, agent=agent, echo_unary_headers=True)
     return server.grpc_target
 
 
 @pytest.fixture
 async def roomy_target(start_server: StartServer, agent: RecordingAgent) -> AsyncIterator[str]:
-    server = await start_server(card=NEGOTIATION_CARD, agent=agent, max_metadata_bytes=ROOMY_METADATA_BYTES)
+    server = await start_server(
+        card=NEGOTIATION_CARD, agent=agent, max_metadata_bytes=ROOMY_METADATA_BYTES, echo_unary_headers=True
+    )
     yield server.grpc_target
 
 

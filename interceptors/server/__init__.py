@@ -32,11 +32,12 @@ def server_interceptors(
     missing_version_means: str = "0.3",
     bearer_tokens: Mapping[str, str] | None = None,
     negotiate_extensions: bool = True,
+    echo_unary_headers: bool = False,
 ) -> list[grpc.aio.ServerInterceptor]:
     chain: list[grpc.aio.ServerInterceptor] = [ErrorInterceptor()]
     if bearer_tokens:
         chain.append(BearerTokenInterceptor(bearer_tokens))
     chain.append(VersionInterceptor(missing_means=missing_version_means))
     if negotiate_extensions:
-        chain.append(ExtensionInterceptor(registry))
+        chain.append(ExtensionInterceptor(registry, unary_headers=echo_unary_headers))
     return chain

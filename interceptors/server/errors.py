@@ -16,7 +16,7 @@ import grpc
 from a2a_grpc.call import current_call
 from a2a_grpc.errors import A2AError, InternalError, InvalidRequestError, status_trailers
 from a2a_grpc.extensions import EXTENSIONS_HEADER
-from interceptors.server.handlers import StreamBehavior, UnaryBehavior, is_a2a_method, stream_items
+from interceptors.server.handlers import StreamBehavior, UnaryBehavior, WrappedHandlers, is_a2a_method, stream_items
 
 log = logging.getLogger(__name__)
 
@@ -24,6 +24,9 @@ _INTERNAL = InternalError("internal error")
 
 
 class ErrorInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
+    def __init__(self) -> None:
+        self._guarded = WrappedHandlers(_guard)
+
     async def intercept_service(
         self,
         continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
@@ -32,12 +35,16 @@ class ErrorInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         handler = await continuation(handler_call_details)
         if handler is None or not is_a2a_method(handler_call_details.method):
             return handler
-        # Requests are parsed inside the guard: grpc.aio answers a parse failure itself, with
-        # UNKNOWN and the exception text.
-        parse = handler.request_deserializer
-        if handler.response_streaming:
-            return handler._replace(unary_stream=_guard_stream(handler.unary_stream, parse), request_deserializer=None)
-        return handler._replace(unary_unary=_guard_unary(handler.unary_unary, parse), request_deserializer=None)
+        return self._guarded.get(handler)
+
+
+def _guard(handler: grpc.RpcMethodHandler, _: str) -> grpc.RpcMethodHandler:
+    # Requests are parsed inside the guard: grpc.aio answers a parse failure itself, with
+    # UNKNOWN and the exception text.
+    parse = handler.request_deserializer
+    if handler.response_streaming:
+        return handler._replace(unary_stream=_guard_stream(handler.unary_stream, parse), request_deserializer=None)
+    return handler._replace(unary_unary=_guard_unary(handler.unary_unary, parse), request_deserializer=None)
 
 
 def _parse(parse: Callable[[bytes], Any] | None, request: Any) -> Any:

@@ -19,6 +19,7 @@ from a2a_grpc.extensions import EXTENSIONS_HEADER, ExtensionRegistry
 from interceptors.server.handlers import (
     StreamBehavior,
     UnaryBehavior,
+    WrappedHandlers,
     is_a2a_method,
     rejecting_handler,
     stream_items,
@@ -28,8 +29,14 @@ Metadata = Sequence[tuple[str, str | bytes]]
 
 
 class ExtensionInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
-    def __init__(self, registry: ExtensionRegistry) -> None:
+    """`unary_headers=False` echoes in the trailers alone on unary calls, where a unary client reads
+    headers and trailers together anyway: grpc.aio cannot send headers with a unary response, so
+    they cost a separate transport operation per call. Streams always get both."""
+
+    def __init__(self, registry: ExtensionRegistry, *, unary_headers: bool = False) -> None:
         self._registry = registry
+        self._unary_headers = unary_headers
+        self._echoing = WrappedHandlers(self._echo)
 
     async def intercept_service(
         self,
@@ -58,9 +65,14 @@ class ExtensionInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         if handler is None or not negotiation.activated:
             return handler  # nothing to echo: no header is sent for an empty set
         call.echo = negotiation.echo
-        echo = ((EXTENSIONS_HEADER, negotiation.echo),)
+        return self._echoing.get(handler, negotiation.echo)
+
+    def _echo(self, handler: grpc.RpcMethodHandler, echo_value: str) -> grpc.RpcMethodHandler:
+        echo = ((EXTENSIONS_HEADER, echo_value),)
         if handler.response_streaming:
             return handler._replace(unary_stream=_echo_stream(handler.unary_stream, echo))
+        if not self._unary_headers:
+            return handler._replace(unary_unary=_echo_unary_trailers(handler.unary_unary, echo))
         return handler._replace(unary_unary=_echo_unary(handler.unary_unary, echo))
 
 
@@ -71,11 +83,12 @@ class HeaderMergingContext:
     `send_initial_metadata`, before its first message, or when it returns, whichever comes first.
     """
 
-    __slots__ = ("_context", "_echo", "_headers_sent", "_trailers")
+    __slots__ = ("_context", "_echo", "_header_echo", "_headers_sent", "_trailers")
 
-    def __init__(self, context: grpc.aio.ServicerContext, echo: Metadata) -> None:
+    def __init__(self, context: grpc.aio.ServicerContext, echo: Metadata, *, in_headers: bool = True) -> None:
         self._context = context
         self._echo = echo
+        self._header_echo = echo if in_headers else ()
         self._headers_sent = False
         self._trailers: Metadata = ()
 
@@ -86,10 +99,10 @@ class HeaderMergingContext:
         if self._headers_sent:
             raise RuntimeError("response headers were already sent")
         self._headers_sent = True
-        await self._context.send_initial_metadata((*self._echo, *metadata))
+        await self._context.send_initial_metadata((*self._header_echo, *metadata))
 
     async def flush_headers(self) -> None:
-        if not self._headers_sent:
+        if not self._headers_sent and self._header_echo:
             self._headers_sent = True
             await self._context.send_initial_metadata(self._echo)
 
@@ -110,6 +123,16 @@ def _echo_unary(behavior: UnaryBehavior, echo: Metadata) -> UnaryBehavior:
         proxy = HeaderMergingContext(context, echo)
         response = await behavior(request, proxy)
         await proxy.flush_headers()
+        proxy.finish()
+        return response
+
+    return echoing
+
+
+def _echo_unary_trailers(behavior: UnaryBehavior, echo: Metadata) -> UnaryBehavior:
+    async def echoing(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        proxy = HeaderMergingContext(context, echo, in_headers=False)
+        response = await behavior(request, proxy)
         proxy.finish()
         return response
 

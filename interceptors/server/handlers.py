@@ -30,6 +30,30 @@ async def stream_items(behavior: StreamBehavior, request: Any, context: Any) -> 
         await result
 
 
+class WrappedHandlers:
+    """Memoised wrappers of method handlers.
+
+    grpc.aio resolves a method to the same handler object on every call, so an interceptor can wrap
+    it once per (handler, variant) instead of building closures and a new handler per call.
+    """
+
+    def __init__(self, wrap: Callable[[grpc.RpcMethodHandler, str], grpc.RpcMethodHandler], limit: int = 1024):
+        self._wrap = wrap
+        self._limit = limit
+        self._cache: dict[tuple[int, str], tuple[grpc.RpcMethodHandler, grpc.RpcMethodHandler]] = {}
+
+    def get(self, handler: grpc.RpcMethodHandler, variant: str = "") -> grpc.RpcMethodHandler:
+        key = (id(handler), variant)
+        cached = self._cache.get(key)
+        if cached is not None and cached[0] is handler:
+            return cached[1]
+        wrapped = self._wrap(handler, variant)
+        if len(self._cache) >= self._limit:
+            self._cache.clear()
+        self._cache[key] = (handler, wrapped)  # holding `handler` keeps its id from being reused
+        return wrapped
+
+
 def _streaming_methods() -> frozenset[str]:
     service = a2a_pb2.DESCRIPTOR.services_by_name["A2AService"]
     return frozenset(A2A_METHOD_PREFIX + m.name for m in service.methods if m.server_streaming)
