@@ -207,10 +207,8 @@ class TaskManager:
     ) -> TaskRun:
         """Accept the request's message into a new or existing task and start the agent on it."""
         message = request.message
-        if message.task_id:
-            live = await self._resume(message, call.caller)
-        else:
-            live = self._create(message, call.caller)
+        created = not message.task_id
+        live = self._create(message, call.caller) if created else await self._resume(message, call.caller)
         context = RequestContext(
             message,
             live.task,
@@ -224,6 +222,10 @@ class TaskManager:
         run.runner = runner
         self._runs.add(runner)
         runner.add_done_callback(lambda _: self._run_finished(run))
+        if created:
+            # Queued after the agent's first step, so what the agent does straight away (an echo agent:
+            # everything) is in the task's first write.
+            self._pending_write(live).task = live.task
         return run
 
     def _create(self, message: a2a_pb2.Message, owner: str) -> LiveTask:
@@ -238,7 +240,6 @@ class TaskManager:
             history=(message,),
         )
         live = self._live[task_id] = LiveTask(task, owner, 0)
-        self._pending_write(live).task = task
         return live
 
     async def _resume(self, message: a2a_pb2.Message, owner: str) -> LiveTask:

@@ -58,7 +58,8 @@ _SCHEMA: Final = (
     )""",
     "CREATE INDEX IF NOT EXISTS tasks_by_owner ON tasks (owner, status_ts_us DESC, id DESC)",
     "CREATE INDEX IF NOT EXISTS tasks_by_context ON tasks (owner, context_id, status_ts_us DESC, id DESC)",
-    "CREATE INDEX IF NOT EXISTS tasks_by_state ON tasks (owner, state, status_ts_us DESC, id DESC)",
+    # No index on state: every status change would move an entry in it, and a state filter is served
+    # well enough by scanning the owner's tasks in tasks_by_owner order.
     """CREATE TABLE IF NOT EXISTS history (
         task_id TEXT NOT NULL REFERENCES tasks (id),
         seq INTEGER NOT NULL,
@@ -245,9 +246,17 @@ class SqliteStore:
         return not stop
 
     def _commit(self, conn: sqlite3.Connection, jobs: list[_Job]) -> list[_Outcome]:
+        """Apply the batch in one transaction. The first try runs the writes back to back; only a batch
+        in which some write fails is rolled back and redone with a savepoint per write, so that failure
+        is that write's alone."""
         try:
             conn.execute("BEGIN IMMEDIATE")
-            outcomes = [(future, *_run_in_savepoint(conn, run, payload)) for run, payload, future in jobs]
+            try:
+                outcomes: list[_Outcome] = [(future, None, run(conn, payload)) for run, payload, future in jobs]
+            except Exception:
+                _rollback(conn)
+                conn.execute("BEGIN IMMEDIATE")
+                outcomes = [(future, *_run_in_savepoint(conn, run, payload)) for run, payload, future in jobs]
             conn.execute("COMMIT")
         except sqlite3.Error as exc:
             _rollback(conn)
