@@ -19,6 +19,7 @@ SEND_FAMILIES = (
     "send.bare",
     "send.sdk",
     "send.memory.ext",
+    "send.memory.ext-headers",
     "send.memory.noext",
     "send.sqlite.ext",
     "send.sqlite.noext",
