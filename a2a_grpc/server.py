@@ -42,7 +42,7 @@ class ServerSettings:
     grace_seconds: float = 10.0
     missing_version_means: str = "0.3"
     bearer_tokens: dict[str, str] = field(default_factory=dict)
-    max_message_bytes: int = 4 * 1024 * 1024
+    max_message_bytes: int = 4 * 1024 * 1024  # the largest request accepted; responses are not limited
     max_metadata_bytes: int = 16 * 1024  # request headers; larger ones get RESOURCE_EXHAUSTED from the transport
     negotiate_extensions: bool = True
     # Where unary calls echo a2a-extensions besides the trailers: grpc.aio sends unary response headers
@@ -127,7 +127,8 @@ class A2AServer:
             interceptors=interceptors,
             options=[
                 ("grpc.max_receive_message_length", settings.max_message_bytes),
-                ("grpc.max_send_message_length", settings.max_message_bytes),
+                # A task's history only grows: a limit here would make a long task unreadable.
+                ("grpc.max_send_message_length", -1),
                 # soft = hard limit: gRPC otherwise refuses headers between 8 and 16 KiB at random
                 ("grpc.max_metadata_size", settings.max_metadata_bytes),
                 ("grpc.absolute_max_metadata_size", settings.max_metadata_bytes),
