@@ -20,7 +20,7 @@ from google.protobuf import timestamp_pb2
 from a2a_grpc.agent import AgentExecutor, EventPublisher, RequestContext
 from a2a_grpc.call import CallState
 from a2a_grpc.errors import (
-    InternalError,
+    A2AError,
     InvalidRequestError,
     TaskNotCancelableError,
     TaskNotFoundError,
@@ -179,23 +179,22 @@ class TaskManager:
         return task
 
     async def _live_task(self, task_id: str, owner: str) -> LiveTask:
+        """The live entry of a task, loaded from the store if nobody works on or watches it.
+
+        A caller that loads one and then refuses the request hands it back with `_release`.
+        """
         live = self._live.get(task_id)
         if live is None:
             task = await self.store.get_task(task_id, owner)
+            version = None if task is None else await self.store.task_version(task_id)
             live = self._live.get(task_id)  # another call may have loaded it meanwhile
             if live is None:
-                if task is None:
+                if task is None or version is None:
                     raise TaskNotFoundError(f"task {task_id} not found", metadata={"taskId": task_id})
-                live = self._live[task_id] = LiveTask(task, owner, await self._stored_version(task))
+                live = self._live[task_id] = LiveTask(task, owner, version)
         if live.owner != owner:
             raise TaskNotFoundError(f"task {task_id} not found", metadata={"taskId": task_id})
         return live
-
-    async def _stored_version(self, task: a2a_pb2.Task) -> int:
-        version = await self.store.task_version(task.id)
-        if version is None:
-            raise InternalError("a stored task has no version")
-        return version
 
     # ---- messages ----------------------------------------------------------------------------
 
@@ -244,22 +243,12 @@ class TaskManager:
 
     async def _resume(self, message: a2a_pb2.Message, owner: str) -> LiveTask:
         live = await self._live_task(message.task_id, owner)
-        task = live.task
-        if live.state in TERMINAL_STATES:
-            raise UnsupportedOperationError(
-                f"task {task.id} is in a terminal state and accepts no more messages",
-                metadata={"taskId": task.id},
-            )
-        if message.context_id and message.context_id != task.context_id:
-            raise InvalidRequestError(
-                "message.context_id does not match the task's context",
-                violations=[("message.context_id", f"task {task.id} belongs to context {task.context_id}")],
-            )
-        if live.run is not None:
-            raise UnsupportedOperationError(
-                f"task {task.id} is still processing an earlier message", metadata={"taskId": task.id}
-            )
-        message.context_id = task.context_id
+        try:
+            _check_resumable(live, message)
+        except A2AError:
+            self._release(live)
+            raise
+        message.context_id = live.task.context_id
         self._set_status(live, TaskState.TASK_STATE_WORKING, None, message)
         return live
 
@@ -468,6 +457,23 @@ class TaskManager:
             runner.cancel()
         if self._runs:
             await asyncio.gather(*self._runs, return_exceptions=True)
+
+
+def _check_resumable(live: LiveTask, message: a2a_pb2.Message) -> None:
+    task = live.task
+    if live.state in TERMINAL_STATES:
+        raise UnsupportedOperationError(
+            f"task {task.id} is in a terminal state and accepts no more messages", metadata={"taskId": task.id}
+        )
+    if message.context_id and message.context_id != task.context_id:
+        raise InvalidRequestError(
+            "message.context_id does not match the task's context",
+            violations=[("message.context_id", f"task {task.id} belongs to context {task.context_id}")],
+        )
+    if live.run is not None:
+        raise UnsupportedOperationError(
+            f"task {task.id} is still processing an earlier message", metadata={"taskId": task.id}
+        )
 
 
 def _settle_future(durable: asyncio.Future[None], stored: asyncio.Future[None]) -> None:

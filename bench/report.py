@@ -17,7 +17,8 @@ NOTES = (
     "process on the machine, from /proc/stat) are CPU-seconds per second (1.00 = one core busy); a busy "
     "'other' means a noisy neighbour.",
     "ext = the card declares one REQUIRED extension and every call requests it (a2a-extensions), so the "
-    "extension interceptor negotiates, activates and echoes it in response headers and trailers. "
+    "extension interceptor negotiates, activates and echoes it (in the trailers, the default for unary calls; "
+    "ext-headers echoes in the response headers too, as `--unary-echo headers` does). "
     "noext = the same server with negotiate_extensions=False (the interceptor is not in the chain), no "
     "extension declared and no header sent. Everything else (version check, validation, store, agent) is "
     "identical, so 1 - ext/noext is what the whole extension feature costs per call. The stream, fanout and "
