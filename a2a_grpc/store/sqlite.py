@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Concatenate, Final, ParamSpec, TypeAlias, TypeVar
 
+from a2a_grpc.artifacts import apply_artifact_chunk
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.store._codec import (
     decode_config_cursor,
@@ -554,28 +555,11 @@ def _load_task(conn: sqlite3.Connection, row: tuple[Any, ...], include_artifacts
 
 
 def _merge_chunks(chunks: Iterable[tuple[str, int, bytes]]) -> list[a2a_pb2.Artifact]:
-    """Replay artifact chunks: append extends an artifact, otherwise it replaces it in place."""
-    merged: dict[str, a2a_pb2.Artifact] = {}
-    for artifact_id, append, blob in chunks:
-        chunk = a2a_pb2.Artifact.FromString(blob)
-        current = merged.get(artifact_id)
-        if append and current is not None:
-            _extend(current, chunk)
-        else:
-            merged[artifact_id] = chunk
-    return list(merged.values())
-
-
-def _extend(artifact: a2a_pb2.Artifact, chunk: a2a_pb2.Artifact) -> None:
-    artifact.parts.extend(chunk.parts)
-    if chunk.name:
-        artifact.name = chunk.name
-    if chunk.description:
-        artifact.description = chunk.description
-    if chunk.HasField("metadata"):
-        artifact.metadata.CopyFrom(chunk.metadata)
-    if chunk.extensions:
-        artifact.extensions[:] = chunk.extensions
+    """Replay the stored artifact chunks in order, as the task manager applied them."""
+    merged: list[a2a_pb2.Artifact] = []
+    for _, append, blob in chunks:
+        apply_artifact_chunk(merged, a2a_pb2.Artifact.FromString(blob), bool(append))
+    return merged
 
 
 def _get_config(
