@@ -42,17 +42,22 @@ def load_card(path: str | Path | None) -> a2a_pb2.AgentCard:
         raise CardError(f"{where} is not a valid lf.a2a.v1.AgentCard: {error}") from None
 
 
-def complete_card(card: a2a_pb2.AgentCard, listen: str, extensions: ExtensionRegistry) -> a2a_pb2.AgentCard:
-    """Fill what the server knows (the gRPC interface, the extensions) and check the result.
-
-    Extensions declared in the card join the registry; the card's list is then rewritten from the
-    registry, so the two are one source.
-    """
-    if not any(i.protocol_binding == GRPC_BINDING for i in card.supported_interfaces):
-        card.supported_interfaces.add(url=listen, protocol_binding=GRPC_BINDING, protocol_version=PROTOCOL_VERSION)
+def register_card_extensions(card: a2a_pb2.AgentCard, extensions: ExtensionRegistry) -> None:
+    """Extensions the card declares join the registry (code declarations of the same URI win)."""
     for declared in card.capabilities.extensions:
         if declared.uri not in extensions:
             extensions.add(Extension.from_proto(declared))
+
+
+def complete_card(card: a2a_pb2.AgentCard, listen: str, extensions: ExtensionRegistry) -> a2a_pb2.AgentCard:
+    """Fill what the server knows (the gRPC interface, the extensions) and check the result.
+
+    The card's extensions are rewritten from the registry, which every card of the agent has joined
+    first (`register_card_extensions`): cards and negotiation are one source.
+    """
+    if not any(i.protocol_binding == GRPC_BINDING for i in card.supported_interfaces):
+        card.supported_interfaces.add(url=listen, protocol_binding=GRPC_BINDING, protocol_version=PROTOCOL_VERSION)
+    register_card_extensions(card, extensions)
     del card.capabilities.extensions[:]
     card.capabilities.extensions.extend(extensions.to_card_extensions())
     check_card(card)

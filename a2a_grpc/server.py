@@ -16,7 +16,7 @@ from grpc_reflection.v1alpha import reflection
 
 from a2a_grpc.agent import AgentExecutor
 from a2a_grpc.agents.echo import EchoAgent
-from a2a_grpc.card import GRPC_BINDING, CardError, card_json, complete_card, load_card
+from a2a_grpc.card import GRPC_BINDING, CardError, card_json, complete_card, load_card, register_card_extensions
 from a2a_grpc.extensions import Extension, ExtensionRegistry
 from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
 from a2a_grpc.servicer import A2AServicer
@@ -29,6 +29,7 @@ log = logging.getLogger(__name__)
 SERVICE_NAME = a2a_pb2.DESCRIPTOR.services_by_name["A2AService"].full_name
 AGENT_CARD_PATH = "/.well-known/agent-card.json"
 DEFAULT_STORE_URL = "sqlite:///.a2a-grpc/tasks.db"
+SHUTDOWN_SETTLE_SHARE = 0.8  # of the grace period, spent waiting for calls before running tasks are failed
 
 
 @dataclass
@@ -78,12 +79,20 @@ def agent_extensions(agent: AgentExecutor) -> list[Extension]:
     return [e for e in declared if isinstance(e, Extension)]
 
 
-def _serving_card(path: str | None, listen: str, registry: ExtensionRegistry) -> a2a_pb2.AgentCard:
-    card = load_card(path)
-    try:
-        return complete_card(card, listen, registry)
-    except CardError as error:  # name the file: with an extended card there are two
-        raise CardError(f"{path or 'the demo card'}: {error}") from None
+def _serving_cards(
+    settings: ServerSettings, registry: ExtensionRegistry
+) -> tuple[a2a_pb2.AgentCard, a2a_pb2.AgentCard | None]:
+    """The public and the extended card, each listing every extension either card or the agent declares."""
+    paths = [settings.card_path, *([settings.extended_card_path] if settings.extended_card_path else [])]
+    cards = [load_card(path) for path in paths]
+    for card in cards:
+        register_card_extensions(card, registry)
+    for path, card in zip(paths, cards, strict=True):
+        try:
+            complete_card(card, settings.listen, registry)
+        except CardError as error:  # name the file: with an extended card there are two
+            raise CardError(f"{path or 'the demo card'}: {error}") from None
+    return cards[0], cards[1] if len(cards) > 1 else None
 
 
 class A2AServer:
@@ -96,12 +105,7 @@ class A2AServer:
             raise ValueError(f"the HTTP listen address takes HOST:PORT, got {settings.http_listen!r}")
         self.agent = agent if agent is not None else load_agent(settings.agent)
         self.registry = ExtensionRegistry(agent_extensions(self.agent))
-        self.card = _serving_card(settings.card_path, settings.listen, self.registry)
-        self.extended_card = (
-            _serving_card(settings.extended_card_path, settings.listen, self.registry)
-            if settings.extended_card_path
-            else None
-        )
+        self.card, self.extended_card = _serving_cards(settings, self.registry)
         self.store = store if store is not None else open_store(settings.store_url)
         self.manager = TaskManager(self.store, self.agent)
         self.health = health.aio.HealthServicer()
@@ -208,7 +212,13 @@ class A2AServer:
             return
         await self.health.enter_graceful_shutdown()
         grace = self.settings.grace_seconds if grace is None else grace
-        await self._server.stop(grace)
+        stopping = asyncio.ensure_future(self._server.stop(grace))
+        # Shortly before the grace period ends, tasks still running are failed and waiting streams
+        # ended, so their callers get that answer instead of UNAVAILABLE when gRPC cancels the calls.
+        done, _ = await asyncio.wait({stopping}, timeout=grace * SHUTDOWN_SETTLE_SHARE)
+        if not done:
+            await self.manager.close()
+        await stopping
         self._server = None
         if self._http is not None:
             await self._http.cleanup()

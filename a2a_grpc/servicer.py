@@ -60,11 +60,12 @@ class A2AServicer(a2a_pb2_grpc.A2AServiceServicer):
     # ---- messages ----------------------------------------------------------------------------
 
     def _accept_send(self, request: a2a_pb2.SendMessageRequest) -> None:
-        validate_send(request)
         configuration = request.configuration
-        if configuration.HasField("task_push_notification_config"):
-            if not self._push:
-                raise PushNotificationNotSupportedError("this agent does not send push notifications")
+        push_config = configuration.HasField("task_push_notification_config")
+        if push_config and not self._push:  # capability before validation (notes §2)
+            raise PushNotificationNotSupportedError("this agent does not send push notifications")
+        validate_send(request)
+        if push_config:
             validate_push_config(
                 configuration.task_push_notification_config,
                 "configuration.task_push_notification_config.",
@@ -164,8 +165,9 @@ class A2AServicer(a2a_pb2_grpc.A2AServiceServicer):
     ) -> AsyncIterator[a2a_pb2.StreamResponse]:
         self._require_streaming()
         validate(request)
-        snapshot, subscriber, live = await self.manager.subscribe(request.id, current_call().caller)
+        snapshot, written, subscriber, live = await self.manager.subscribe(request.id, current_call().caller)
         try:
+            await wait_durable(written)
             yield a2a_pb2.StreamResponse(task=snapshot)
             async for event in subscriber.events():
                 yield event
@@ -240,10 +242,10 @@ class A2AServicer(a2a_pb2_grpc.A2AServiceServicer):
     ) -> a2a_pb2.AgentCard:
         if not self._extended:
             raise UnsupportedOperationError("this agent declares no extended agent card")
-        if self.extended_card is None:
-            raise ExtendedAgentCardNotConfiguredError("the extended agent card is declared but not configured")
         if not current_call().caller:
             raise AuthenticationError("the extended agent card requires an authenticated caller")
+        if self.extended_card is None:
+            raise ExtendedAgentCardNotConfiguredError("the extended agent card is declared but not configured")
         return self.extended_card
 
 

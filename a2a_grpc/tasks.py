@@ -169,11 +169,18 @@ class TaskManager:
     # ---- reads -------------------------------------------------------------------------------
 
     async def get_task(self, task_id: str, owner: str) -> a2a_pb2.Task:
+        """The task as far as it is durable: nothing a crash could still take back."""
         live = self._live.get(task_id)
         if live is not None:
             if live.owner != owner:
                 raise TaskNotFoundError(f"task {task_id} not found", metadata={"taskId": task_id})
-            return live.task
+            write = live.last_write
+            if write is None or write.done():
+                return live.task
+            snapshot = a2a_pb2.Task()
+            snapshot.CopyFrom(live.task)
+            await wait_durable(write)
+            return snapshot
         task = await self.store.get_task(task_id, owner)
         if task is None:
             raise TaskNotFoundError(f"task {task_id} not found", metadata={"taskId": task_id})
@@ -330,7 +337,18 @@ class TaskManager:
         if write.task is not None:  # a create: the task as it stands now holds every change since
             write.history.clear()
             write.artifacts.clear()
-        self.store.apply(write).add_done_callback(lambda stored: _settle_future(durable, stored))
+        self.store.apply(write).add_done_callback(lambda stored: self._stored(live, durable, stored))
+
+    def _stored(self, live: LiveTask, durable: asyncio.Future[None], stored: asyncio.Future[None]) -> None:
+        error = stored.exception()
+        if error is not None:
+            self._write_failed(live, error)
+        if durable.done():
+            return
+        if error is None:
+            durable.set_result(None)
+        else:
+            durable.set_exception(error)
 
     def _publish(self, live: LiveTask, response: a2a_pb2.StreamResponse) -> None:
         item = (response, live.last_write)
@@ -344,6 +362,7 @@ class TaskManager:
                 if subscriber.close_on_interrupt:
                     subscriber.close()
             live.subscribers = [s for s in live.subscribers if not s.closed]
+            live.run = None  # the task waits for the client now: the reply may come before the agent returns
         if not run.settled.done():
             run.settled.set_result(None)
 
@@ -360,7 +379,9 @@ class TaskManager:
             if live.run is run and live.state not in TERMINAL_STATES:
                 self.record_status(run, TaskState.TASK_STATE_FAILED, publisher.agent_message("The agent failed."))
         else:
-            if live.run is run and live.state not in SETTLED_STATES:
+            if live.run is run and live.state not in SETTLED_STATES and run.context.cancel_requested:
+                self.record_status(run, TaskState.TASK_STATE_CANCELED, None)
+            elif live.run is run and live.state not in SETTLED_STATES:
                 log.warning("agent returned without settling task %s", live.task.id)
                 message = publisher.agent_message("The agent ended without a result.")
                 self.record_status(run, TaskState.TASK_STATE_FAILED, message)
@@ -377,23 +398,33 @@ class TaskManager:
         self._release(live)
 
     def _release(self, live: LiveTask) -> None:
-        """Forget a live task once nobody works on or watches it and its last write is durable."""
-        if live.run is not None or live.subscribers:
+        """Forget a live task once nobody works on or watches it and its last write is durable
+        (checked again when that write completes, since a newer one may have been made meanwhile)."""
+        if live.run is not None or live.subscribers or self._live.get(live.task.id) is not live:
             return
         write = live.last_write
-        if isinstance(write, asyncio.Future) and not write.done():
-            write.add_done_callback(lambda _: self._forget(live))
+        if write is not None and not write.done():
+            write.add_done_callback(lambda _: self._release(live))
         else:
-            self._forget(live)
-
-    def _forget(self, live: LiveTask) -> None:
-        if live.run is None and not live.subscribers and self._live.get(live.task.id) is live:
             del self._live[live.task.id]
+
+    def _write_failed(self, live: LiveTask, error: BaseException) -> None:
+        """The store refused or lost a write: the live task no longer matches what is stored, so it is
+        dropped (the next request reloads the stored task) and its run, if any, is stopped."""
+        log.error("could not persist task %s: %s", live.task.id, error)
+        if self._live.get(live.task.id) is live:
+            del self._live[live.task.id]
+        run = live.run
+        if run is not None and run.runner is not None:
+            run.runner.cancel()
 
     # ---- subscribe and cancel ----------------------------------------------------------------
 
-    async def subscribe(self, task_id: str, owner: str) -> tuple[a2a_pb2.Task, Subscriber, LiveTask]:
-        """A subscriber to a non-terminal task, with the snapshot its stream begins with."""
+    async def subscribe(
+        self, task_id: str, owner: str
+    ) -> tuple[a2a_pb2.Task, asyncio.Future[None] | None, Subscriber, LiveTask]:
+        """A subscriber to a non-terminal task, with the snapshot its stream begins with and the write
+        that snapshot must wait for."""
         live = await self._live_task(task_id, owner)
         if live.state in TERMINAL_STATES:
             self._release(live)
@@ -404,7 +435,7 @@ class TaskManager:
         live.subscribers.append(subscriber)
         snapshot = a2a_pb2.Task()
         snapshot.CopyFrom(live.task)
-        return snapshot, subscriber, live
+        return snapshot, live.last_write, subscriber, live
 
     async def unsubscribe(self, live: LiveTask, subscriber: Subscriber) -> None:
         subscriber.close()
@@ -422,8 +453,8 @@ class TaskManager:
         run = live.run
         if run is None:  # interrupted: no agent is running, so cancel it here
             self._set_status(live, TaskState.TASK_STATE_CANCELED, None)
-        else:
-            await self._cancel_run(run)
+        else:  # shielded: a caller giving up must not leave the cancel half done
+            await asyncio.shield(self._cancel_run(run))
         self._release(live)
         await live.durable()
         return live.task
@@ -453,11 +484,15 @@ class TaskManager:
         return len(orphans)
 
     async def close(self) -> None:
-        """Cancel every running agent (used at shutdown, after the grace period)."""
+        """At shutdown: cancel every running agent (its task FAILS and its streams see that), then end
+        the streams still watching tasks that wait for input."""
         for runner in list(self._runs):
             runner.cancel()
         if self._runs:
             await asyncio.gather(*self._runs, return_exceptions=True)
+        for live in list(self._live.values()):
+            for subscriber in live.subscribers:
+                subscriber.close()
 
 
 def _check_resumable(live: LiveTask, message: a2a_pb2.Message) -> None:
@@ -475,16 +510,6 @@ def _check_resumable(live: LiveTask, message: a2a_pb2.Message) -> None:
         raise UnsupportedOperationError(
             f"task {task.id} is still processing an earlier message", metadata={"taskId": task.id}
         )
-
-
-def _settle_future(durable: asyncio.Future[None], stored: asyncio.Future[None]) -> None:
-    if durable.done():
-        return
-    error = stored.exception()
-    if error is None:
-        durable.set_result(None)
-    else:
-        durable.set_exception(error)
 
 
 def _stopped_message(message: a2a_pb2.Message) -> a2a_pb2.Message:

@@ -130,7 +130,9 @@ def validate_send(request: a2a_pb2.SendMessageRequest) -> None:
         content = part.WhichOneof("content")
         if content is None:
             out.append((f"message.parts[{index}]", "has no content: set one of text, raw, url or data"))
-        elif content in ("text", "url") and not getattr(part, content):
+        elif content == "data" and part.data.WhichOneof("kind") is None:
+            out.append((f"message.parts[{index}].data", "must hold a JSON value"))
+        elif content != "data" and not getattr(part, content):
             out.append((f"message.parts[{index}].{content}", "must not be empty"))
     if request.HasField("configuration"):
         _check_history_length(request.configuration, "configuration.", out)

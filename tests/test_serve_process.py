@@ -101,7 +101,7 @@ async def test_a_signal_flips_health_drains_the_call_in_flight_and_exits_zero(
     assert "Traceback" not in server.stderr, server.stderr
 
 
-async def test_calls_still_running_at_the_grace_deadline_end_unavailable(tmp_path: Path) -> None:
+async def test_tasks_still_running_at_the_grace_deadline_fail_and_their_callers_see_it(tmp_path: Path) -> None:
     store = f"sqlite:///{tmp_path / 'tasks.db'}"
     with serve_process(tmp_path / "first", "--agent", SLEEPY_AGENT, "--grace", "1", store=store) as server:
         async with grpc.aio.insecure_channel(server.grpc_target) as channel:
@@ -115,21 +115,23 @@ async def test_calls_still_running_at_the_grace_deadline_end_unavailable(tmp_pat
 
             signalled = time.monotonic()
             server.send_signal(signal.SIGTERM)
-            with pytest.raises(grpc.aio.AioRpcError) as stream_end:
-                while await asyncio.wait_for(stream.read(), 30) is not grpc.aio.EOF:
-                    pass
-            with pytest.raises(grpc.aio.AioRpcError) as unary_end:
-                await asyncio.wait_for(unary, 30)
+            events = []
+            while (event := await asyncio.wait_for(stream.read(), 30)) is not grpc.aio.EOF:
+                events.append(event)
+            answered = await asyncio.wait_for(unary, 30)
         code = await server.exited()
         took = time.monotonic() - signalled
 
-    assert stream_end.value.code() == grpc.StatusCode.UNAVAILABLE
-    assert unary_end.value.code() == grpc.StatusCode.UNAVAILABLE
+    stopped = "The server stopped while this task was running."
+    assert [e.status_update.status.state for e in events] == [a2a_pb2.TASK_STATE_FAILED]
+    assert events[-1].status_update.status.message.parts[0].text == stopped
+    assert answered.task.status.state == a2a_pb2.TASK_STATE_FAILED
+    assert answered.task.status.message.parts[0].text == stopped
     assert code == 0, server.stderr
     assert took < 15, "the process does not outlive the grace deadline by much"
     with serve_process(tmp_path / "second", store=store) as again:
         left = get_task(again.grpc_target, snapshot.task.id)
-    assert left.status.state in (a2a_pb2.TASK_STATE_CANCELED, a2a_pb2.TASK_STATE_FAILED), "not left running"
+    assert left.status.state == a2a_pb2.TASK_STATE_FAILED, "not left running"
 
 
 def test_a_signal_with_nothing_in_flight_exits_at_once(tmp_path: Path) -> None:

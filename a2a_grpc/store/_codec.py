@@ -36,8 +36,8 @@ def decode_task_cursor(token: str) -> tuple[int, str]:
     if len(fields) != 3 or fields[0] != _TASK_CURSOR:
         raise InvalidPageTokenError("invalid page token")
     ts_us, task_id = fields[1], fields[2]
-    if type(ts_us) is not int or not isinstance(task_id, str):
-        raise InvalidPageTokenError("invalid page token")
+    if type(ts_us) is not int or not -(2**63) <= ts_us < 2**63 or not isinstance(task_id, str):
+        raise InvalidPageTokenError("invalid page token")  # SQLite integers are 64-bit
     return ts_us, task_id
 
 

@@ -16,7 +16,14 @@ import grpc
 from a2a_grpc.call import current_call
 from a2a_grpc.errors import A2AError, InternalError, InvalidRequestError, status_trailers
 from a2a_grpc.extensions import EXTENSIONS_HEADER
-from interceptors.server.handlers import StreamBehavior, UnaryBehavior, WrappedHandlers, is_a2a_method, stream_items
+from interceptors.server.handlers import (
+    StreamBehavior,
+    UnaryBehavior,
+    WrappedHandlers,
+    is_a2a_method,
+    rejecting_handler,
+    stream_items,
+)
 
 log = logging.getLogger(__name__)
 
@@ -32,10 +39,15 @@ class ErrorInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
         handler_call_details: grpc.HandlerCallDetails,
     ) -> grpc.RpcMethodHandler:
-        handler = await continuation(handler_call_details)
-        if handler is None or not is_a2a_method(handler_call_details.method):
-            return handler
-        return self._guarded.get(handler)
+        method = handler_call_details.method
+        if not is_a2a_method(method):
+            return await continuation(handler_call_details)
+        try:
+            handler = await continuation(handler_call_details)
+        except Exception:  # an interceptor further in failed: still a status, never grpc.aio's UNKNOWN
+            log.exception("interceptor failed on %s", method)
+            return _guard(rejecting_handler(method, _INTERNAL), "")
+        return None if handler is None else self._guarded.get(handler)
 
 
 def _guard(handler: grpc.RpcMethodHandler, _: str) -> grpc.RpcMethodHandler:

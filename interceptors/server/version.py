@@ -17,7 +17,7 @@ SUPPORTED_VERSIONS = ("1.0",)
 def major_minor(value: str) -> str | None:
     """`Major.Minor` of a version string ("1.0.1" -> "1.0"), None when it is not a version."""
     parts = value.strip().split(".")
-    if len(parts) < 2 or len(parts) > 3 or not all(p.isdigit() and p.isascii() for p in parts):
+    if not 2 <= len(parts) <= 3 or not all(p.isdigit() and p.isascii() and len(p) <= 9 for p in parts):
         return None
     return f"{int(parts[0])}.{int(parts[1])}"
 
