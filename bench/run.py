@@ -66,7 +66,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="scripts/bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--duration", type=float, help="measured seconds per case (default 5; --quick: 1)")
+    parser.add_argument("--duration", type=float, help="measured seconds per case (default 3; --quick: 1)")
     parser.add_argument("--warmup", type=float, help="unmeasured seconds before each case (default 1; --quick: 0.3)")
     parser.add_argument("--concurrency", default="1,16,64", help="SendMessage concurrencies, comma-separated")
     parser.add_argument(
@@ -80,7 +80,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--subscribers", type=int, default=100, help="subscribers on one task in fanout.* cases")
     parser.add_argument("--memory-tasks", type=int, help="tasks stored for memory.ours (default 100000; --quick: 5000)")
     parser.add_argument(
-        "--repeat", type=int, default=1, help="run every case N times round-robin and keep the median (noisy machines)"
+        "--repeat",
+        type=int,
+        help="run every case N times round-robin and keep the median (default 3; --quick: 1): single runs "
+        "of one case vary by several percent on these machines",
     )
     parser.add_argument("--sdk-uvloop", action="store_true", help="run the SDK server on uvloop (it ships on asyncio)")
     parser.add_argument("--profile", metavar="DIR", help="record our servers with py-spy into DIR (slows them down)")
@@ -88,7 +91,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--profile-native", action="store_true", help="with --profile: include C/Cython frames (grpc, uvloop)"
     )
     args = parser.parse_args(argv)
-    args.duration = args.duration if args.duration is not None else (1.0 if args.quick else 5.0)
+    args.duration = args.duration if args.duration is not None else (1.0 if args.quick else 3.0)
+    args.repeat = args.repeat if args.repeat is not None else (1 if args.quick else 3)
     args.warmup = args.warmup if args.warmup is not None else (0.3 if args.quick else 1.0)
     args.memory_tasks = args.memory_tasks if args.memory_tasks is not None else (5000 if args.quick else 100_000)
     args.concurrency = [int(c) for c in args.concurrency.split(",") if c.strip()]
