@@ -468,45 +468,46 @@ class HeaderSendingService(a2a_pb2_grpc.A2AServiceServicer):
         context.set_trailing_metadata((("x-handler-trailer", "send-streaming"),))
 
 
-@pytest.fixture
-async def merging_stub() -> AsyncIterator[Stub]:
-    """The real interceptor chain in front of `HeaderSendingService`."""
+@pytest.fixture(params=[True, False], ids=["unary-headers", "unary-trailers"])
+async def merging_stub(request: pytest.FixtureRequest) -> AsyncIterator[tuple[Stub, bool]]:
+    """The real interceptor chain in front of `HeaderSendingService`, in both unary echo modes."""
     registry = ExtensionRegistry([Extension(OPTIONAL)])
-    server = grpc.aio.server(interceptors=server_interceptors(registry, echo_unary_headers=True))
+    server = grpc.aio.server(interceptors=server_interceptors(registry, echo_unary_headers=request.param))
     a2a_pb2_grpc.add_A2AServiceServicer_to_server(HeaderSendingService(), server)  # type: ignore[no-untyped-call]
     port = server.add_insecure_port("127.0.0.1:0")
     await server.start()
     try:
         async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
-            yield make_stub(channel)
+            yield make_stub(channel), request.param
     finally:
         await server.stop(0)
 
 
 @pytest.mark.parametrize("extension_values", [(OPTIONAL,), ()], ids=["echo", "no-echo"])
 async def test_the_handlers_own_headers_and_trailers_merge_with_the_echo(
-    extension_values: tuple[str, ...], merging_stub: Stub
+    extension_values: tuple[str, ...], merging_stub: tuple[Stub, bool]
 ) -> None:
+    stub, unary_headers = merging_stub
     echo = list(extension_values)
     metadata = call_metadata(*extension_values)
 
-    async def check(call: Any, header: str | None, trailer: str | None) -> None:
+    async def check(call: Any, header: str | None, trailer: str | None, *, unary: bool = False) -> None:
         headers = await asyncio.wait_for(call.initial_metadata(), WAIT_SECONDS)  # before any message is read
-        assert echoed(headers) == echo
+        assert echoed(headers) == (echo if unary_headers or not unary else [])
         assert [v for k, v in headers if k == "x-handler"] == ([header] if header else [])
         assert len(await asyncio.wait_for(responses(call), WAIT_SECONDS)) == 1
         trailers = await call.trailing_metadata()
         assert echoed(trailers) == echo
         assert [v for k, v in trailers if k == "x-handler-trailer"] == ([trailer] if trailer else [])
 
-    await check(merging_stub.GetTask(a2a_pb2.GetTaskRequest(id="t"), metadata=metadata), "get-task", "get-task")
-    await check(merging_stub.ListTasks(a2a_pb2.ListTasksRequest(), metadata=metadata), None, None)
+    await check(stub.GetTask(a2a_pb2.GetTaskRequest(id="t"), metadata=metadata), "get-task", "get-task", unary=True)
+    await check(stub.ListTasks(a2a_pb2.ListTasksRequest(), metadata=metadata), None, None, unary=True)
     await check(
-        merging_stub.SubscribeToTask(a2a_pb2.SubscribeToTaskRequest(id="t"), metadata=metadata),
+        stub.SubscribeToTask(a2a_pb2.SubscribeToTaskRequest(id="t"), metadata=metadata),
         "subscribe",
         "subscribe",
     )
-    await check(merging_stub.SendStreamingMessage(send_request("w"), metadata=metadata), None, "send-streaming")
+    await check(stub.SendStreamingMessage(send_request("w"), metadata=metadata), None, "send-streaming")
 
 
 # ---- dependencies --------------------------------------------------------------------------------

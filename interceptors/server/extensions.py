@@ -47,7 +47,7 @@ class ExtensionInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         if not is_a2a_method(method):
             return await continuation(handler_call_details)
         metadata = handler_call_details.invocation_metadata or ()
-        values = tuple(v for k, v in metadata if k == EXTENSIONS_HEADER)
+        values = tuple([v for k, v in metadata if k == EXTENSIONS_HEADER])
         negotiation = self._registry.negotiate(values)
         if negotiation.missing_required:
             missing = ",".join(negotiation.missing_required)
@@ -83,12 +83,11 @@ class HeaderMergingContext:
     `send_initial_metadata`, before its first message, or when it returns, whichever comes first.
     """
 
-    __slots__ = ("_context", "_echo", "_header_echo", "_headers_sent", "_trailers")
+    __slots__ = ("_context", "_echo", "_headers_sent", "_trailers")
 
-    def __init__(self, context: grpc.aio.ServicerContext, echo: Metadata, *, in_headers: bool = True) -> None:
+    def __init__(self, context: grpc.aio.ServicerContext, echo: Metadata) -> None:
         self._context = context
         self._echo = echo
-        self._header_echo = echo if in_headers else ()
         self._headers_sent = False
         self._trailers: Metadata = ()
 
@@ -99,10 +98,10 @@ class HeaderMergingContext:
         if self._headers_sent:
             raise RuntimeError("response headers were already sent")
         self._headers_sent = True
-        await self._context.send_initial_metadata((*self._header_echo, *metadata))
+        await self._context.send_initial_metadata((*self._echo, *metadata))
 
     async def flush_headers(self) -> None:
-        if not self._headers_sent and self._header_echo:
+        if not self._headers_sent:
             self._headers_sent = True
             await self._context.send_initial_metadata(self._echo)
 
@@ -130,10 +129,15 @@ def _echo_unary(behavior: UnaryBehavior, echo: Metadata) -> UnaryBehavior:
 
 
 def _echo_unary_trailers(behavior: UnaryBehavior, echo: Metadata) -> UnaryBehavior:
+    echo = tuple(echo)
+
     async def echoing(request: Any, context: grpc.aio.ServicerContext) -> Any:
-        proxy = HeaderMergingContext(context, echo, in_headers=False)
-        response = await behavior(request, proxy)
-        proxy.finish()
+        # No proxy needed: the echo is set first, and trailers the handler set itself are merged after.
+        context.set_trailing_metadata(echo)
+        response = await behavior(request, context)
+        trailers = context.trailing_metadata()
+        if trailers is not echo:
+            context.set_trailing_metadata((*echo, *trailers))
         return response
 
     return echoing
