@@ -47,7 +47,7 @@ class ServerSettings:
     max_metadata_bytes: int = 16 * 1024  # request headers; larger ones get RESOURCE_EXHAUSTED from the transport
     negotiate_extensions: bool = True
     # Where unary calls echo a2a-extensions besides the trailers: grpc.aio sends unary response headers
-    # in a transport operation of their own, which costs ~18% of a SendMessage. Streams always echo in
+    # in a transport operation of their own, which costs ~20% of a SendMessage. Streams always echo in
     # their headers (before the first event) and trailers.
     echo_unary_headers: bool = False
 
