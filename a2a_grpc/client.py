@@ -12,7 +12,6 @@ server activated; errors are raised as the typed errors of `a2a_grpc.errors`.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
@@ -26,6 +25,7 @@ from a2a_grpc.call import CallState, current_call
 from a2a_grpc.card import GRPC_BINDING
 from a2a_grpc.extensions import parse_extension_values
 from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
+from a2a_grpc.ids import new_id
 from interceptors.client import ResponseExtensions, client_interceptors, observe_extensions, use_extensions
 
 AGENT_CARD_PATH = "/.well-known/agent-card.json"
@@ -118,7 +118,7 @@ def text_message(
 ) -> a2a_pb2.Message:
     """A user message with one text part and a fresh message id."""
     message = a2a_pb2.Message(
-        message_id=uuid.uuid4().hex,
+        message_id=new_id(),
         role=a2a_pb2.ROLE_USER,
         parts=[a2a_pb2.Part(text=text)],
         task_id=task_id,

@@ -9,7 +9,7 @@ import grpc
 
 from a2a_grpc.call import begin_call
 from a2a_grpc.errors import AuthenticationError
-from interceptors.server.handlers import is_a2a_method, rejecting_handler
+from interceptors.server.handlers import first_value, is_a2a_method, rejecting_handler
 
 AUTHORIZATION_HEADER = "authorization"
 
@@ -38,11 +38,7 @@ class BearerTokenInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         method = handler_call_details.method
         if not is_a2a_method(method):
             return await continuation(handler_call_details)
-        authorization = ""
-        for key, value in handler_call_details.invocation_metadata or ():
-            if key == AUTHORIZATION_HEADER:
-                authorization = value
-                break
+        authorization = first_value(handler_call_details, AUTHORIZATION_HEADER)
         principal = self.principal(authorization) if authorization else None
         if principal is None:
             error = AuthenticationError("a valid 'authorization: Bearer <token>' header is required")

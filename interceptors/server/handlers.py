@@ -20,6 +20,14 @@ def is_a2a_method(method: str) -> bool:
     return method.startswith(A2A_METHOD_PREFIX)
 
 
+def first_value(details: grpc.HandlerCallDetails, key: str) -> str:
+    """The value of the call's first `key` metadata entry ("" when there is none)."""
+    for name, value in details.invocation_metadata or ():
+        if name == key:
+            return str(value)
+    return ""
+
+
 async def stream_items(behavior: StreamBehavior, request: Any, context: Any) -> AsyncIterator[Any]:
     """The messages of a server-streaming behavior, whichever of the two forms it takes."""
     result = behavior(request, context)

@@ -8,7 +8,7 @@ import grpc
 
 from a2a_grpc.call import begin_call
 from a2a_grpc.errors import VersionNotSupportedError
-from interceptors.server.handlers import is_a2a_method, rejecting_handler
+from interceptors.server.handlers import first_value, is_a2a_method, rejecting_handler
 
 VERSION_HEADER = "a2a-version"
 SUPPORTED_VERSIONS = ("1.0",)
@@ -41,11 +41,7 @@ class VersionInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         method = handler_call_details.method
         if not is_a2a_method(method):
             return await continuation(handler_call_details)
-        value = ""
-        for key, item in handler_call_details.invocation_metadata or ():
-            if key == VERSION_HEADER:
-                value = item
-                break
+        value = first_value(handler_call_details, VERSION_HEADER)
         verdict = self._verdicts.get(value)
         if verdict is None:
             verdict = self._judge(value)
