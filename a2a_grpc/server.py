@@ -17,8 +17,9 @@ from grpc_reflection.v1alpha import reflection
 from a2a_grpc.agent import AgentExecutor
 from a2a_grpc.agents.echo import EchoAgent
 from a2a_grpc.card import GRPC_BINDING, CardError, card_json, complete_card, load_card, register_card_extensions
+from a2a_grpc.encoding import A2A_SERVICE, a2a_method_handlers
 from a2a_grpc.extensions import Extension, ExtensionRegistry
-from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
+from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.servicer import A2AServicer
 from a2a_grpc.store import TaskStore, open_store
 from a2a_grpc.tasks import TaskManager
@@ -26,7 +27,7 @@ from interceptors.server import server_interceptors
 
 log = logging.getLogger(__name__)
 
-SERVICE_NAME = a2a_pb2.DESCRIPTOR.services_by_name["A2AService"].full_name
+SERVICE_NAME = A2A_SERVICE.full_name
 AGENT_CARD_PATH = "/.well-known/agent-card.json"
 DEFAULT_STORE_URL = "sqlite:///.a2a-grpc/tasks.db"
 SHUTDOWN_SETTLE_SHARE = 0.8  # of the grace period, spent waiting for calls before running tasks are failed
@@ -139,9 +140,9 @@ class A2AServer:
                 ("grpc.so_reuseport", 0),
             ],
         )
-        a2a_pb2_grpc.add_A2AServiceServicer_to_server(  # type: ignore[no-untyped-call]
-            A2AServicer(self.manager, self.card, self.registry, self.extended_card), server
-        )
+        handlers = a2a_method_handlers(A2AServicer(self.manager, self.card, self.registry, self.extended_card))
+        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE_NAME, handlers),))
+        server.add_registered_method_handlers(SERVICE_NAME, handlers)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
         reflection.enable_server_reflection((SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
         try:

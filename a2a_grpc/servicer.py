@@ -13,6 +13,7 @@ from typing import Any, TypeAlias
 from google.protobuf import empty_pb2
 
 from a2a_grpc.call import CallState, begin_call, current_call
+from a2a_grpc.encoding import send_message_response
 from a2a_grpc.errors import (
     AuthenticationError,
     ExtendedAgentCardNotConfiguredError,
@@ -86,7 +87,8 @@ class A2AServicer(a2a_pb2_grpc.A2AServiceServicer):
             config.id = config.id or new_id()
             await self.store.put_push_config(current_call().caller, config)
 
-    async def SendMessage(self, request: a2a_pb2.SendMessageRequest, context: Context) -> a2a_pb2.SendMessageResponse:
+    async def SendMessage(self, request: a2a_pb2.SendMessageRequest, context: Context) -> bytes:
+        """Answers a SendMessageResponse, already encoded (see a2a_grpc.encoding)."""
         self._accept_send(request)
         call = _call_for_agent(context)
         run = await self.manager.submit(request, call)
@@ -97,11 +99,11 @@ class A2AServicer(a2a_pb2_grpc.A2AServiceServicer):
             await run.settled
         await wait_durable(live.last_write)
         history_length = configuration.history_length if configuration.HasField("history_length") else None
-        return a2a_pb2.SendMessageResponse(task=task_view(live.task, history_length))
+        return send_message_response(task_view(live.task, history_length))
 
     async def SendStreamingMessage(
         self, request: a2a_pb2.SendMessageRequest, context: Context
-    ) -> AsyncIterator[a2a_pb2.StreamResponse]:
+    ) -> AsyncIterator[a2a_pb2.StreamResponse | bytes]:
         self._require_streaming()
         self._accept_send(request)
         subscriber = Subscriber(close_on_interrupt=True)
@@ -162,7 +164,7 @@ class A2AServicer(a2a_pb2_grpc.A2AServiceServicer):
 
     async def SubscribeToTask(
         self, request: a2a_pb2.SubscribeToTaskRequest, context: Context
-    ) -> AsyncIterator[a2a_pb2.StreamResponse]:
+    ) -> AsyncIterator[a2a_pb2.StreamResponse | bytes]:
         self._require_streaming()
         validate(request)
         snapshot, written, subscriber, live = await self.manager.subscribe(request.id, current_call().caller)

@@ -50,7 +50,7 @@ SUBSCRIBER_QUEUE_LIMIT = 10_000
 # How long CancelTask waits for the agent's own cancel handler before canceling the task itself.
 CANCEL_GRACE_SECONDS = 5.0
 
-StreamItem = tuple[a2a_pb2.StreamResponse, asyncio.Future[None] | None]
+StreamItem = tuple[bytes, asyncio.Future[None] | None]  # an encoded StreamResponse, and its write
 
 
 def now_timestamp() -> timestamp_pb2.Timestamp:
@@ -107,8 +107,8 @@ class Subscriber:
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
 
-    async def events(self) -> AsyncIterator[a2a_pb2.StreamResponse]:
-        """Each event once it is durable, in order, until the subscriber is closed."""
+    async def events(self) -> AsyncIterator[bytes]:
+        """Each event (an encoded StreamResponse) once it is durable, in order, until the subscriber is closed."""
         items = self._items
         while True:
             while items:
@@ -351,7 +351,7 @@ class TaskManager:
             durable.set_exception(error)
 
     def _publish(self, live: LiveTask, response: a2a_pb2.StreamResponse) -> None:
-        item = (response, live.last_write)
+        item = (response.SerializeToString(), live.last_write)  # encoded once for every subscriber
         for subscriber in live.subscribers:
             subscriber.push(item)
 
