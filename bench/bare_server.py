@@ -7,8 +7,6 @@ installed. `python -m bench.bare_server` prints READY_PREFIX + port and serves u
 
 from __future__ import annotations
 
-import asyncio
-import signal
 import sys
 import time
 from collections.abc import AsyncIterator
@@ -19,7 +17,7 @@ from google.protobuf import timestamp_pb2
 
 from a2a_grpc.cli import run_async
 from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
-from bench.protocol import CHUNKS, ECHO_TEXT, READY_PREFIX, chunk_text
+from bench.protocol import CHUNKS, ECHO_TEXT, chunk_text, serve_until_signalled
 
 TaskState = a2a_pb2.TaskState
 TASK_ID = "0123456789abcdef0123456789abcdef"
@@ -92,16 +90,7 @@ async def serve() -> int:
     a2a_pb2_grpc.add_A2AServiceServicer_to_server(BareServicer(), server)  # type: ignore[no-untyped-call]
     port = server.add_insecure_port("127.0.0.1:0")
     await server.start()
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    print(f"{READY_PREFIX}{port}", flush=True)
-    try:
-        await stop.wait()
-    finally:
-        await server.stop(1.0)
-    return 0
+    return await serve_until_signalled(port, lambda: server.stop(1.0))
 
 
 if __name__ == "__main__":

@@ -45,6 +45,16 @@ class Tally:
     first_error: str | None = None
     latencies_us: list[int] = field(default_factory=list)
 
+    def record(self, started: float, ended: float, failure: str | None, window_from: float, window_to: float) -> None:
+        """One finished call; it counts when it ended inside the measurement window."""
+        self.calls += 1
+        if window_from <= ended <= window_to:
+            if failure is None:
+                self.completed += 1
+                self.latencies_us.append(int((ended - started) * 1e6))
+            else:
+                self.error(failure)
+
     def error(self, description: str) -> None:
         self.errors += 1
         if self.first_error is None:
@@ -115,14 +125,7 @@ async def send_job(job: Job, worker_id: int, outbox: Any) -> dict[str, Any]:
                     failure = f"task state {a2a_pb2.TaskState.Name(response.task.status.state)}"
             except grpc.RpcError as error:
                 failure = _describe(error)
-            ended = time.monotonic()
-            tally.calls += 1
-            if measure_from <= ended <= measure_to:
-                if failure is None:
-                    tally.completed += 1
-                    tally.latencies_us.append(int((ended - started) * 1e6))
-                else:
-                    tally.error(failure)
+            tally.record(started, time.monotonic(), failure, measure_from, measure_to)
 
     async with _stubs(job) as stubs:
         await asyncio.gather(*(caller(i, stubs[i % len(stubs)].SendMessage) for i in range(job["concurrency"])))
@@ -181,14 +184,7 @@ async def stream_job(job: Job, worker_id: int, outbox: Any) -> dict[str, Any]:
                     failure = f"stream of {received} events did not end with a COMPLETED status"
             except grpc.RpcError as error:
                 failure = _describe(error)
-            ended = time.monotonic()
-            tally.calls += 1
-            if measure_from <= ended <= measure_to:
-                if failure is None:
-                    tally.completed += 1
-                    tally.latencies_us.append(int((ended - started) * 1e6))
-                else:
-                    tally.error(failure)
+            tally.record(started, time.monotonic(), failure, measure_from, measure_to)
 
     async with _stubs(job) as stubs:
         streamers = (streamer(i, stubs[i % len(stubs)].SendStreamingMessage) for i in range(job["concurrency"]))

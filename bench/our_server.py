@@ -7,9 +7,7 @@ it is installed, like `a2a-grpc serve`.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
-import signal
 import sys
 from collections.abc import Callable
 
@@ -18,7 +16,7 @@ from a2a_grpc.agents.echo import EchoAgent
 from a2a_grpc.cli import run_async
 from a2a_grpc.server import A2AServer, ServerSettings
 from bench.agents import ChunkAgent, RequiredExtensionEchoAgent
-from bench.protocol import READY_PREFIX
+from bench.protocol import serve_until_signalled
 
 AGENTS: dict[str, Callable[[], AgentExecutor]] = {
     "echo": EchoAgent,
@@ -55,17 +53,8 @@ async def serve(args: argparse.Namespace) -> int:
     )
     agent: AgentExecutor = AGENTS[args.agent]()
     server = A2AServer(settings, agent=agent)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
     await server.start()
-    print(f"{READY_PREFIX}{server.port}", flush=True)
-    try:
-        await stop.wait()
-    finally:
-        await server.stop(1.0)
-    return 0
+    return await serve_until_signalled(server.port, lambda: server.stop(1.0))
 
 
 def main(argv: list[str] | None = None) -> int:

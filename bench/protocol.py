@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import signal
+from collections.abc import Awaitable, Callable
+
 # The one extension the "ext" cases declare as required and request on every call.
 BENCH_EXTENSION_URI = "https://a2a-grpc.dev/bench/extensions/trace/v1"
 
@@ -19,3 +23,17 @@ READY_PREFIX = "BENCH-SERVER-PORT "
 def chunk_text(index: int) -> str:
     """The text of artifact chunk `index` (same size for every index)."""
     return f"chunk {index:04d} ".ljust(CHUNK_BYTES, ".")
+
+
+async def serve_until_signalled(port: int, stop_server: Callable[[], Awaitable[object]]) -> int:
+    """Announce a started server's port, serve until SIGTERM or SIGINT, then stop it."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    print(f"{READY_PREFIX}{port}", flush=True)
+    try:
+        await stop.wait()
+    finally:
+        await stop_server()
+    return 0

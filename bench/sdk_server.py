@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import signal
 import sys
 
 import grpc
@@ -25,7 +24,7 @@ from a2a.server.request_handlers import DefaultRequestHandler, GrpcHandler
 from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
 from a2a.types import a2a_pb2, a2a_pb2_grpc
 
-from bench.protocol import CHUNKS, HOLD_TEXT, READY_PREFIX, chunk_text
+from bench.protocol import CHUNKS, HOLD_TEXT, chunk_text, serve_until_signalled
 
 
 class _Agent(AgentExecutor):
@@ -93,16 +92,7 @@ async def serve(agent: str) -> int:
     )
     a2a_pb2_grpc.add_A2AServiceServicer_to_server(GrpcHandler(handler), server)
     await server.start()
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    print(f"{READY_PREFIX}{port}", flush=True)
-    try:
-        await stop.wait()
-    finally:
-        await server.stop(1.0)
-    return 0
+    return await serve_until_signalled(port, lambda: server.stop(1.0))
 
 
 def main() -> int:
