@@ -26,7 +26,7 @@ from a2a_grpc.card import GRPC_BINDING
 from a2a_grpc.extensions import parse_extension_values
 from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
 from a2a_grpc.ids import new_id
-from interceptors.client import ResponseExtensions, client_interceptors, observe_extensions, use_extensions
+from a2a_grpc.interceptors.client import ResponseExtensions, client_interceptors, observe_extensions, use_extensions
 
 AGENT_CARD_PATH = "/.well-known/agent-card.json"
 CARD_FETCH_TIMEOUT_SECONDS = 10.0

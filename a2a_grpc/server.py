@@ -20,10 +20,10 @@ from a2a_grpc.card import GRPC_BINDING, CardError, card_json, complete_card, loa
 from a2a_grpc.encoding import A2A_SERVICE, a2a_method_handlers
 from a2a_grpc.extensions import Extension, ExtensionRegistry
 from a2a_grpc.generated import a2a_pb2
+from a2a_grpc.interceptors.server import server_interceptors
 from a2a_grpc.servicer import A2AServicer
 from a2a_grpc.store import TaskStore, open_store
 from a2a_grpc.tasks import TaskManager
-from interceptors.server import server_interceptors
 
 log = logging.getLogger(__name__)
 

@@ -24,8 +24,8 @@ from a2a_grpc.errors import (
     VersionNotSupportedError,
 )
 from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
+from a2a_grpc.interceptors.client import ResponseExtensions, client_interceptors, observe_extensions, use_extensions
 from a2a_grpc.server import A2AServer
-from interceptors.client import ResponseExtensions, client_interceptors, observe_extensions, use_extensions
 from tests.conftest import BASE_CARD, StartServer
 
 REQUIRED = "https://example.com/ext/required/v1"

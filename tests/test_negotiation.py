@@ -26,9 +26,9 @@ from a2a_grpc.agent import EventPublisher, RequestContext
 from a2a_grpc.errors import ERROR_DOMAIN, VersionNotSupportedError
 from a2a_grpc.extensions import EXTENSIONS_HEADER, Extension, ExtensionRegistry
 from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
+from a2a_grpc.interceptors.server import server_interceptors
+from a2a_grpc.interceptors.server.handlers import rejecting_handler
 from a2a_grpc.server import A2AServer
-from interceptors.server import server_interceptors
-from interceptors.server.handlers import rejecting_handler
 
 Stub = Any  # a2a_pb2_grpc.A2AServiceStub: the generated module carries no type information
 Metadata = tuple[tuple[str, str], ...]

@@ -14,8 +14,8 @@ from typing import Any
 import grpc
 
 from a2a_grpc.errors import error_from_rpc_error
-from interceptors.client.echo import ResponseExtensions, ResponseObserver, current_observer
-from interceptors.client.parameters import is_a2a_method, method_name, with_service_parameters
+from a2a_grpc.interceptors.client.echo import ResponseExtensions, ResponseObserver, current_observer
+from a2a_grpc.interceptors.client.parameters import is_a2a_method, method_name, with_service_parameters
 
 Continuation = Callable[[Any, Any], Awaitable[Any]]
 

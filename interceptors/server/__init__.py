@@ -11,10 +11,10 @@ from collections.abc import Mapping
 import grpc
 
 from a2a_grpc.extensions import ExtensionRegistry
-from interceptors.server.auth import BearerTokenInterceptor
-from interceptors.server.errors import ErrorInterceptor
-from interceptors.server.extensions import ExtensionInterceptor, HeaderMergingContext
-from interceptors.server.version import VersionInterceptor
+from a2a_grpc.interceptors.server.auth import BearerTokenInterceptor
+from a2a_grpc.interceptors.server.errors import ErrorInterceptor
+from a2a_grpc.interceptors.server.extensions import ExtensionInterceptor, HeaderMergingContext
+from a2a_grpc.interceptors.server.version import VersionInterceptor
 
 __all__ = [
     "BearerTokenInterceptor",

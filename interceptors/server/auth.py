@@ -9,7 +9,7 @@ import grpc
 
 from a2a_grpc.call import begin_call
 from a2a_grpc.errors import AuthenticationError
-from interceptors.server.handlers import first_value, is_a2a_method, rejecting_handler
+from a2a_grpc.interceptors.server.handlers import first_value, is_a2a_method, rejecting_handler
 
 AUTHORIZATION_HEADER = "authorization"
 

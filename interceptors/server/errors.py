@@ -16,7 +16,7 @@ import grpc
 from a2a_grpc.call import current_call
 from a2a_grpc.errors import A2AError, InternalError, InvalidRequestError, status_trailers
 from a2a_grpc.extensions import EXTENSIONS_HEADER
-from interceptors.server.handlers import (
+from a2a_grpc.interceptors.server.handlers import (
     StreamBehavior,
     UnaryBehavior,
     WrappedHandlers,

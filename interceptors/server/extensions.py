@@ -16,7 +16,7 @@ import grpc
 from a2a_grpc.call import begin_call
 from a2a_grpc.errors import ExtensionSupportRequiredError
 from a2a_grpc.extensions import EXTENSIONS_HEADER, ExtensionRegistry
-from interceptors.server.handlers import (
+from a2a_grpc.interceptors.server.handlers import (
     StreamBehavior,
     UnaryBehavior,
     WrappedHandlers,

@@ -8,7 +8,7 @@ import grpc
 
 from a2a_grpc.call import begin_call
 from a2a_grpc.errors import VersionNotSupportedError
-from interceptors.server.handlers import first_value, is_a2a_method, rejecting_handler
+from a2a_grpc.interceptors.server.handlers import first_value, is_a2a_method, rejecting_handler
 
 VERSION_HEADER = "a2a-version"
 SUPPORTED_VERSIONS = ("1.0",)
