@@ -2,27 +2,29 @@
 
 An agent is an `AgentExecutor`. For every message the server accepts it calls `execute(context, events)`:
 the `RequestContext` says what was asked, and the `EventPublisher` is how the agent answers (status
-updates, artifacts, input-required, completion, failure). The server owns task state, ordering and
-persistence: the agent never builds or stores a Task itself.
+updates, artifacts, input-required, completion, failure, or a single Message instead of a task). The
+server owns task state, ordering and persistence: the agent never builds or stores a Task itself.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Iterable, Sequence
+from typing import Any, Protocol
 
 from google.protobuf import json_format
 
-from a2a_grpc.call import CallState
+from a2a_grpc.call import CallContext
 from a2a_grpc.extensions import Extension
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.ids import new_id
 
-if TYPE_CHECKING:
-    from a2a_grpc.tasks import TaskManager, TaskRun
-
 TaskState = a2a_pb2.TaskState
+
+
+class PublisherError(RuntimeError):
+    """An agent used its EventPublisher wrongly (published after a final state, for a run that is over,
+    or replied with a Message after the task was already shown): a bug in the agent."""
 
 
 class ExtensionNotActiveError(ValueError):
@@ -38,7 +40,7 @@ class RequestContext:
         self,
         message: a2a_pb2.Message,
         task: a2a_pb2.Task,
-        call: CallState,
+        call: CallContext,
         request_metadata: Any = None,
     ) -> None:
         self.message = message
@@ -57,7 +59,8 @@ class RequestContext:
 
     @property
     def caller(self) -> str:
-        return self.call.caller
+        """The authenticated principal that sent the message ("" on an open server)."""
+        return self.call.principal
 
     @property
     def activated_extensions(self) -> tuple[str, ...]:
@@ -112,34 +115,63 @@ def _uri_and_key(extension: Extension | str) -> tuple[str, str]:
     return extension, extension
 
 
+class TaskRecorder(Protocol):
+    """What an EventPublisher reports to: the run of the agent on one accepted message.
+
+    Each method raises PublisherError when the run no longer accepts it.
+    """
+
+    @property
+    def task_id(self) -> str: ...
+
+    @property
+    def context_id(self) -> str: ...
+
+    def record_status(self, state: a2a_pb2.TaskState, message: a2a_pb2.Message | None) -> None: ...
+
+    def record_artifact(self, artifact: a2a_pb2.Artifact, append: bool, last_chunk: bool) -> None: ...
+
+    def record_reply(self, message: a2a_pb2.Message) -> None: ...
+
+
 class EventPublisher:
     """How an agent reports progress and results for the task it is working on."""
 
-    __slots__ = ("_manager", "_run")
+    __slots__ = ("_recorder",)
 
-    def __init__(self, manager: TaskManager, run: TaskRun) -> None:
-        self._manager = manager
-        self._run = run
+    def __init__(self, recorder: TaskRecorder) -> None:
+        self._recorder = recorder
 
     def agent_message(self, text: str = "", parts: Iterable[a2a_pb2.Part] = ()) -> a2a_pb2.Message:
         """A new agent message in this task's context (not yet sent)."""
-        task = self._run.live.task
+        recorder = self._recorder
         message = a2a_pb2.Message(
             message_id=new_id(),
             role=a2a_pb2.ROLE_AGENT,
-            task_id=task.id,
-            context_id=task.context_id,
+            task_id=recorder.task_id,
+            context_id=recorder.context_id,
             parts=parts,
         )
         if text:
             message.parts.add(text=text)
         return message
 
-    async def status(self, state: int, message: a2a_pb2.Message | str | None = None) -> None:
+    async def status(self, state: a2a_pb2.TaskState, message: a2a_pb2.Message | str | None = None) -> None:
         """Move the task to `state`, optionally with a status message (also appended to history)."""
         if isinstance(message, str):
             message = self.agent_message(message)
-        self._manager.record_status(self._run, state, message)
+        self._recorder.record_status(state, message)
+
+    async def reply(self, message: a2a_pb2.Message | str) -> None:
+        """Answer the call with this Message instead of a task: SendMessage returns it, a stream carries
+        it as its single event, and no task is created or stored.
+
+        Only a new message can be answered so, and only before the agent published anything for its
+        task; otherwise PublisherError. The message goes out without a task id.
+        """
+        if isinstance(message, str):
+            message = self.agent_message(message)
+        self._recorder.record_reply(message)
 
     async def working(self, message: a2a_pb2.Message | str | None = None) -> None:
         await self.status(TaskState.TASK_STATE_WORKING, message)
@@ -179,17 +211,26 @@ class EventPublisher:
                 artifact.parts.add(text=text)
         elif not artifact.artifact_id:
             artifact.artifact_id = new_id()
-        self._manager.record_artifact(self._run, artifact, append, last_chunk)
+        self._recorder.record_artifact(artifact, append, last_chunk)
 
 
 class AgentExecutor(Protocol):
     """An agent. `execute` runs once per accepted message; `cancel` when a client cancels the task.
 
-    `execute` should end with the task in a terminal state (complete, fail, reject) or an interrupted
-    one (input_required, auth_required). If it returns without either, the server fails the task; if
-    it raises, the server fails the task with a generic message and logs the exception.
+    `execute` should end with the task in a terminal state (complete, fail, reject), an interrupted one
+    (input_required, auth_required), or a reply. If it returns without any, the server fails the task;
+    if it raises, the server fails the task with a generic message and logs the exception.
+
+    An agent may also have an `extensions` attribute, a sequence of `Extension`: those it declares in
+    code. They join the card's `capabilities.extensions` and take part in every call's negotiation.
     """
 
     async def execute(self, context: RequestContext, events: EventPublisher) -> None: ...
 
     async def cancel(self, context: RequestContext, events: EventPublisher) -> None: ...
+
+
+def declared_extensions(agent: AgentExecutor) -> list[Extension]:
+    """The extensions an agent declares in code, in its optional `extensions` attribute."""
+    declared: Sequence[object] = getattr(agent, "extensions", ())
+    return [e for e in declared if isinstance(e, Extension)]

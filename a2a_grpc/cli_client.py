@@ -18,9 +18,9 @@ from google.protobuf import json_format
 from google.protobuf.message import Message as ProtoMessage
 
 from a2a_grpc.client import A2AClient, AgentCardError, fetch_agent_card, is_card_url, text_message
-from a2a_grpc.errors import A2AError, RemoteError
-from a2a_grpc.extensions import EXTENSIONS_HEADER
+from a2a_grpc.errors import A2AError
 from a2a_grpc.generated import a2a_pb2
+from a2a_grpc.protocol import EXTENSIONS_HEADER
 
 EXIT_OK = 0
 EXIT_ERROR = 1
@@ -101,8 +101,7 @@ class _UsageError(Exception):
 
 def describe_error(error: A2AError) -> str:
     """`CODE REASON: message`, then its ErrorInfo metadata and BadRequest violations, one per line."""
-    code = error.received_code if isinstance(error, RemoteError) else error.code
-    lines = [f"a2a-grpc: {code.name} {error.reason or '-'}: {error.message}"]
+    lines = [f"a2a-grpc: {error.code.name} {error.reason or '-'}: {error.message}"]
     lines.extend(f"  {key}: {value}" for key, value in sorted(error.metadata.items()))
     lines.extend(f"  {field}: {description}" for field, description in error.violations)
     return "\n".join(lines)

@@ -21,14 +21,14 @@ import aiohttp
 import grpc
 from google.protobuf import empty_pb2, json_format
 
-from a2a_grpc.call import CallState, current_call
+from a2a_grpc.call import CallContext
 from a2a_grpc.card import GRPC_BINDING
 from a2a_grpc.extensions import parse_extension_values
 from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
 from a2a_grpc.ids import new_id
 from a2a_grpc.interceptors.client import ResponseExtensions, client_interceptors, observe_extensions, use_extensions
+from a2a_grpc.protocol import AGENT_CARD_PATH
 
-AGENT_CARD_PATH = "/.well-known/agent-card.json"
 CARD_FETCH_TIMEOUT_SECONDS = 10.0
 
 T = TypeVar("T")
@@ -54,17 +54,15 @@ class ExtensionPropagator:
     """Forwards the extensions activated on the call being served to a downstream agent.
 
     Give one to an `A2AClient` used inside an agent: each outgoing call then also requests what the
-    incoming call activated (`only` narrows that to some URIs). The incoming call is `call` (an
-    agent passes `context.call`), else the call being served where the outgoing call starts. The
-    downstream agent activates the ones it supports; none is activated on anyone's behalf.
+    incoming call (`call`: an agent passes `context.call`) activated; `only` narrows that to some URIs.
+    The downstream agent activates the ones it supports; none is activated on anyone's behalf.
     """
 
-    call: CallState | None = None
+    call: CallContext
     only: frozenset[str] | None = None
 
     def __call__(self) -> tuple[str, ...]:
-        activated = (self.call if self.call is not None else current_call()).activated_extensions
-        return tuple(uri for uri in activated if self.only is None or uri in self.only)
+        return tuple(uri for uri in self.call.activated_extensions if self.only is None or uri in self.only)
 
 
 class CallOptions(TypedDict, total=False):

@@ -9,12 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import grpc
-from google.protobuf import message_factory
-
 from a2a_grpc.generated import a2a_pb2
 
-A2A_SERVICE = a2a_pb2.DESCRIPTOR.services_by_name["A2AService"]
 _SEND_MESSAGE_RESPONSE_TASK = b"\x0a"  # SendMessageResponse.task: field 1, length-delimited
 
 
@@ -35,19 +31,3 @@ def _varint(value: int) -> bytes:
         value >>= 7
     out.append(value)
     return bytes(out)
-
-
-def a2a_method_handlers(servicer: Any) -> dict[str, grpc.RpcMethodHandler]:
-    """Handlers for every A2AService method of `servicer`, answering through `encode_response`."""
-    handlers: dict[str, grpc.RpcMethodHandler] = {}
-    for method in A2A_SERVICE.methods:
-        request_class = message_factory.GetMessageClass(method.input_type)
-        handler = (
-            grpc.unary_stream_rpc_method_handler if method.server_streaming else grpc.unary_unary_rpc_method_handler
-        )
-        handlers[method.name] = handler(
-            getattr(servicer, method.name),
-            request_deserializer=request_class.FromString,
-            response_serializer=encode_response,
-        )
-    return handlers

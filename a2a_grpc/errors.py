@@ -2,15 +2,22 @@
 
 Server side: an `A2AError` becomes a gRPC status with a `google.rpc.ErrorInfo` detail (and a
 `google.rpc.BadRequest` for validation errors), packed into `grpc-status-details-bin`.
-Client side: a status with those details becomes the same typed exception again. Clients decide on
-`ErrorInfo.reason`, since several errors share FAILED_PRECONDITION and older peers still send
-UNIMPLEMENTED for some of them.
+Client side: a status becomes a typed exception again, decided in this order:
+
+- an `ErrorInfo.reason` wins over the code, since several errors share FAILED_PRECONDITION and older
+  peers still send UNIMPLEMENTED for some of them; a reason no row knows gives a `RemoteError`;
+- without a reason, the code alone names one class per gRPC code (`ERROR_BY_CODE`), so a plain
+  NOT_FOUND is a `NotFoundError`, never a `TaskNotFoundError`.
+
+Validation errors send the reason INVALID_PARAMS (the spec's name for invalid method parameters);
+INVALID_REQUEST, which this package sent before, is still read as an `InvalidRequestError`.
+A plain UNIMPLEMENTED (an RPC the peer lacks, or a spec v1.0.0 peer) is an `UnimplementedError`, a
+subclass of `UnsupportedOperationError` whose code stays UNIMPLEMENTED.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import ClassVar
 
 import grpc
 from google.protobuf import any_pb2
@@ -25,8 +32,8 @@ Metadata = Sequence[tuple[str, str | bytes]]
 class A2AError(Exception):
     """Base of every error that travels as a gRPC status."""
 
-    code: ClassVar[grpc.StatusCode] = grpc.StatusCode.INTERNAL
-    reason: ClassVar[str] = ""
+    code: grpc.StatusCode = grpc.StatusCode.INTERNAL
+    reason: str = ""
 
     def __init__(
         self,
@@ -107,7 +114,7 @@ class InvalidRequestError(A2AError):
     """A request that fails validation; carries BadRequest field violations."""
 
     code = grpc.StatusCode.INVALID_ARGUMENT
-    reason = "INVALID_REQUEST"
+    reason = "INVALID_PARAMS"
 
 
 class AuthenticationError(A2AError):
@@ -127,12 +134,76 @@ class InternalError(A2AError):
     reason = "INTERNAL"
 
 
-class RemoteError(A2AError):
-    """A status from a peer that matches no row of the table; `code` is the one received."""
+class CallCancelledError(A2AError):
+    """The call was cancelled (named apart from `asyncio.CancelledError`)."""
 
-    def __init__(self, code: grpc.StatusCode, message: str, **kwargs: object) -> None:
-        super().__init__(message, **kwargs)  # type: ignore[arg-type]
-        self.received_code = code
+    code = grpc.StatusCode.CANCELLED
+
+
+class UnknownError(A2AError):
+    code = grpc.StatusCode.UNKNOWN
+
+
+class DeadlineExceededError(A2AError):
+    code = grpc.StatusCode.DEADLINE_EXCEEDED
+
+
+class NotFoundError(A2AError):
+    """NOT_FOUND without a reason: something other than a task, such as a method the peer lacks."""
+
+    code = grpc.StatusCode.NOT_FOUND
+
+
+class AlreadyExistsError(A2AError):
+    code = grpc.StatusCode.ALREADY_EXISTS
+
+
+class ResourceExhaustedError(A2AError):
+    code = grpc.StatusCode.RESOURCE_EXHAUSTED
+
+
+class FailedPreconditionError(A2AError):
+    code = grpc.StatusCode.FAILED_PRECONDITION
+
+
+class AbortedError(A2AError):
+    code = grpc.StatusCode.ABORTED
+
+
+class OutOfRangeError(A2AError):
+    code = grpc.StatusCode.OUT_OF_RANGE
+
+
+class UnimplementedError(UnsupportedOperationError):
+    """UNIMPLEMENTED without a reason: an RPC the peer lacks, still an unsupported operation to a caller."""
+
+    code = grpc.StatusCode.UNIMPLEMENTED
+    reason = ""
+
+
+class UnavailableError(A2AError):
+    code = grpc.StatusCode.UNAVAILABLE
+
+
+class DataLossError(A2AError):
+    code = grpc.StatusCode.DATA_LOSS
+
+
+class RemoteError(A2AError):
+    """A status whose ErrorInfo reason matches no row; `code` and `reason` are the ones received."""
+
+    def __init__(
+        self,
+        code: grpc.StatusCode,
+        message: str,
+        *,
+        reason: str = "",
+        metadata: Mapping[str, str] | None = None,
+        violations: Iterable[tuple[str, str]] = (),
+    ) -> None:
+        super().__init__(message, metadata=metadata, violations=violations)
+        self.code = code
+        self.reason = reason
 
 
 ERROR_TABLE: tuple[type[A2AError], ...] = (
@@ -152,23 +223,38 @@ ERROR_TABLE: tuple[type[A2AError], ...] = (
     PermissionDeniedError,
     InternalError,
 )
-ERROR_BY_REASON: dict[str, type[A2AError]] = {cls.reason: cls for cls in ERROR_TABLE}
-
-# Without an ErrorInfo, a status code alone still names some errors (older peers, plain gRPC errors).
-_ERROR_BY_CODE: dict[grpc.StatusCode, type[A2AError]] = {
-    grpc.StatusCode.INVALID_ARGUMENT: InvalidRequestError,
-    grpc.StatusCode.UNAUTHENTICATED: AuthenticationError,
-    grpc.StatusCode.PERMISSION_DENIED: PermissionDeniedError,
-    grpc.StatusCode.NOT_FOUND: TaskNotFoundError,
-    grpc.StatusCode.UNIMPLEMENTED: UnsupportedOperationError,
+ERROR_BY_REASON: dict[str, type[A2AError]] = {
+    **{cls.reason: cls for cls in ERROR_TABLE},
+    "INVALID_REQUEST": InvalidRequestError,
 }
+
+CODE_ERRORS: tuple[type[A2AError], ...] = (
+    CallCancelledError,
+    UnknownError,
+    InvalidRequestError,
+    DeadlineExceededError,
+    NotFoundError,
+    AlreadyExistsError,
+    PermissionDeniedError,
+    ResourceExhaustedError,
+    FailedPreconditionError,
+    AbortedError,
+    OutOfRangeError,
+    UnimplementedError,
+    InternalError,
+    UnavailableError,
+    DataLossError,
+    AuthenticationError,
+)
+ERROR_BY_CODE: dict[grpc.StatusCode, type[A2AError]] = {cls.code: cls for cls in CODE_ERRORS}
 
 
 def status_trailers(error: A2AError, extra: Metadata = ()) -> tuple[tuple[str, str | bytes], ...]:
     """The trailing metadata that carries `error` as a rich status, plus `extra` entries."""
     status = status_pb2.Status(code=error.code.value[0], message=error.message)
-    info = error_details_pb2.ErrorInfo(reason=error.reason, domain=ERROR_DOMAIN, metadata=error.metadata)
-    status.details.append(_pack(info))
+    if error.reason or error.metadata:
+        info = error_details_pb2.ErrorInfo(reason=error.reason, domain=ERROR_DOMAIN, metadata=error.metadata)
+        status.details.append(_pack(info))
     if error.violations:
         bad_request = error_details_pb2.BadRequest(
             field_violations=[
@@ -188,25 +274,13 @@ def _pack(message: error_details_pb2.ErrorInfo | error_details_pb2.BadRequest) -
 
 def error_from_status(code: grpc.StatusCode, message: str, trailing_metadata: Metadata | None) -> A2AError:
     """Turn a received status (code, message, trailers) into the typed error of the table."""
-    info: error_details_pb2.ErrorInfo | None = None
-    violations: list[tuple[str, str]] = []
     status = _status_from_trailers(trailing_metadata)
-    if status is not None:
-        message = status.message or message
-        for detail in status.details:
-            if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
-                info = error_details_pb2.ErrorInfo()
-                detail.Unpack(info)
-            elif detail.Is(error_details_pb2.BadRequest.DESCRIPTOR):
-                bad_request = error_details_pb2.BadRequest()
-                detail.Unpack(bad_request)
-                violations.extend((v.field, v.description) for v in bad_request.field_violations)
-    metadata = dict(info.metadata) if info is not None else {}
-    cls = ERROR_BY_REASON.get(info.reason) if info is not None else None
-    if cls is None and (info is None or not info.reason):
-        cls = _ERROR_BY_CODE.get(code)
+    info, violations = _details(status)
+    message = status.message or message
+    metadata = dict(info.metadata)
+    cls = ERROR_BY_REASON.get(info.reason) if info.reason else ERROR_BY_CODE.get(code)
     if cls is None:
-        return RemoteError(code, message, metadata=metadata, violations=violations)
+        return RemoteError(code, message, reason=info.reason, metadata=metadata, violations=violations)
     return cls(message, metadata=metadata, violations=violations)
 
 
@@ -218,13 +292,26 @@ def error_from_rpc_error(error: grpc.RpcError) -> A2AError:
     return error_from_status(code, details, trailers)
 
 
-def _status_from_trailers(trailing_metadata: Metadata | None) -> status_pb2.Status | None:
+def _details(status: status_pb2.Status) -> tuple[error_details_pb2.ErrorInfo, list[tuple[str, str]]]:
+    """The status's ErrorInfo (empty when it has none) and its BadRequest field violations."""
+    info = error_details_pb2.ErrorInfo()
+    violations: list[tuple[str, str]] = []
+    for detail in status.details:
+        if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
+            detail.Unpack(info)
+        elif detail.Is(error_details_pb2.BadRequest.DESCRIPTOR):
+            bad_request = error_details_pb2.BadRequest()
+            detail.Unpack(bad_request)
+            violations.extend((v.field, v.description) for v in bad_request.field_violations)
+    return info, violations
+
+
+def _status_from_trailers(trailing_metadata: Metadata | None) -> status_pb2.Status:
+    """The rich status in the trailers; an empty one when they carry none, or one that does not parse."""
     for key, value in trailing_metadata or ():
         if key == STATUS_DETAILS_KEY and isinstance(value, bytes):
-            status = status_pb2.Status()
             try:
-                status.ParseFromString(value)
+                return status_pb2.Status.FromString(value)
             except Exception:
-                return None
-            return status
-    return None
+                return status_pb2.Status()
+    return status_pb2.Status()

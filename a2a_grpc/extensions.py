@@ -15,8 +15,7 @@ from google.protobuf import json_format, struct_pb2
 
 from a2a_grpc.errors import Metadata
 from a2a_grpc.generated import a2a_pb2
-
-EXTENSIONS_HEADER = "a2a-extensions"
+from a2a_grpc.protocol import EXTENSIONS_HEADER
 
 # A URI longer than this is ignored, never an error. How many a call may send is bounded by the
 # transport's header size limit (ServerSettings.max_metadata_bytes).
@@ -97,9 +96,6 @@ class ExtensionRegistry:
 
     def __contains__(self, uri: object) -> bool:
         return uri in self._by_uri
-
-    def get(self, uri: str) -> Extension | None:
-        return self._by_uri.get(uri)
 
     @property
     def required_uris(self) -> tuple[str, ...]:

@@ -1,4 +1,4 @@
-"""The server: the A2A gRPC service with its interceptors, health, reflection and the HTTP agent card."""
+"""The server: the A2A gRPC service behind its interceptor chain, health, reflection and the HTTP agent card."""
 
 from __future__ import annotations
 
@@ -14,21 +14,19 @@ from aiohttp import web
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from a2a_grpc.agent import AgentExecutor
+from a2a_grpc.agent import AgentExecutor, declared_extensions
 from a2a_grpc.agents.echo import EchoAgent
 from a2a_grpc.card import GRPC_BINDING, CardError, card_json, complete_card, load_card, register_card_extensions
-from a2a_grpc.encoding import A2A_SERVICE, a2a_method_handlers
-from a2a_grpc.extensions import Extension, ExtensionRegistry
+from a2a_grpc.extensions import ExtensionRegistry
 from a2a_grpc.generated import a2a_pb2
-from a2a_grpc.interceptors.server import server_interceptors
+from a2a_grpc.interceptors.server import ServerChain
+from a2a_grpc.protocol import AGENT_CARD_PATH, SERVICE_NAME
 from a2a_grpc.servicer import A2AServicer
 from a2a_grpc.store import TaskStore, open_store
 from a2a_grpc.tasks import TaskManager
 
 log = logging.getLogger(__name__)
 
-SERVICE_NAME = A2A_SERVICE.full_name
-AGENT_CARD_PATH = "/.well-known/agent-card.json"
 DEFAULT_STORE_URL = "sqlite:///.a2a-grpc/tasks.db"
 SHUTDOWN_SETTLE_SHARE = 0.8  # of the grace period, spent waiting for calls before running tasks are failed
 
@@ -74,12 +72,6 @@ def load_agent(spec: str | None) -> AgentExecutor:
     return agent  # type: ignore[no-any-return]
 
 
-def agent_extensions(agent: AgentExecutor) -> list[Extension]:
-    """The extensions an agent declares in code, as an `extensions` attribute."""
-    declared = getattr(agent, "extensions", ())
-    return [e for e in declared if isinstance(e, Extension)]
-
-
 def _serving_cards(
     settings: ServerSettings, registry: ExtensionRegistry
 ) -> tuple[a2a_pb2.AgentCard, a2a_pb2.AgentCard | None]:
@@ -105,7 +97,7 @@ class A2AServer:
         if settings.http_listen and not http_port.isdigit():
             raise ValueError(f"the HTTP listen address takes HOST:PORT, got {settings.http_listen!r}")
         self.agent = agent if agent is not None else load_agent(settings.agent)
-        self.registry = ExtensionRegistry(agent_extensions(self.agent))
+        self.registry = ExtensionRegistry(declared_extensions(self.agent))
         self.card, self.extended_card = _serving_cards(settings, self.registry)
         self.store = store if store is not None else open_store(settings.store_url)
         self.manager = TaskManager(self.store, self.agent)
@@ -121,7 +113,7 @@ class A2AServer:
         if orphans:
             log.warning("failed %d task(s) left running by a previous server process", orphans)
         settings = self.settings
-        interceptors = server_interceptors(
+        chain = ServerChain(
             self.registry,
             missing_version_means=settings.missing_version_means,
             bearer_tokens=settings.bearer_tokens,
@@ -129,7 +121,6 @@ class A2AServer:
             echo_unary_headers=settings.echo_unary_headers,
         )
         server = grpc.aio.server(
-            interceptors=interceptors,
             options=[
                 ("grpc.max_receive_message_length", settings.max_message_bytes),
                 # A task's history only grows: a limit here would make a long task unreadable.
@@ -140,7 +131,7 @@ class A2AServer:
                 ("grpc.so_reuseport", 0),
             ],
         )
-        handlers = a2a_method_handlers(A2AServicer(self.manager, self.card, self.registry, self.extended_card))
+        handlers = chain.method_handlers(A2AServicer(self.manager, self.card, self.registry, self.extended_card))
         server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE_NAME, handlers),))
         server.add_registered_method_handlers(SERVICE_NAME, handlers)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)

@@ -1,8 +1,8 @@
 """The A2AService servicer: checks a request against the card, validates it, and hands it on.
 
-The interceptors have already authenticated the caller, checked the version and negotiated the
-extensions (`current_call()`); every error raised here is an `A2AError`, which the error
-interceptor turns into a rich gRPC status.
+Every method receives the call's CallContext, built by the interceptor chain (which has already
+authenticated the caller, checked the version and negotiated the extensions). Every error raised
+here is an `A2AError`, which the chain's error layer turns into a rich gRPC status.
 """
 
 from __future__ import annotations
@@ -12,22 +12,20 @@ from typing import Any, TypeAlias
 
 from google.protobuf import empty_pb2
 
-from a2a_grpc.call import CallState, begin_call, current_call
+from a2a_grpc.call import CallContext
 from a2a_grpc.encoding import send_message_response
 from a2a_grpc.errors import (
     AuthenticationError,
     ExtendedAgentCardNotConfiguredError,
     InvalidRequestError,
-    PushNotificationConfigNotFoundError,
     PushNotificationNotSupportedError,
     SubscriberTooSlowError,
     UnsupportedOperationError,
 )
 from a2a_grpc.extensions import ExtensionRegistry
-from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
-from a2a_grpc.ids import new_id
-from a2a_grpc.store.base import InvalidPageTokenError, TaskQuery
-from a2a_grpc.tasks import Subscriber, SubscriberOverflowError, TaskManager, task_view, wait_durable
+from a2a_grpc.generated import a2a_pb2
+from a2a_grpc.store.base import TaskQuery
+from a2a_grpc.tasks import Subscriber, SubscriberOverflowError, TaskManager, TaskRun, task_view, wait_durable
 from a2a_grpc.validation import (
     validate,
     validate_get,
@@ -38,9 +36,10 @@ from a2a_grpc.validation import (
 )
 
 Context: TypeAlias = Any  # grpc.aio.ServicerContext (grpcio ships no type information)
+StreamEvents: TypeAlias = AsyncIterator[a2a_pb2.StreamResponse | bytes]
 
 
-class A2AServicer(a2a_pb2_grpc.A2AServiceServicer):
+class A2AServicer:
     def __init__(
         self,
         manager: TaskManager,
@@ -49,7 +48,6 @@ class A2AServicer(a2a_pb2_grpc.A2AServiceServicer):
         extended_card: a2a_pb2.AgentCard | None = None,
     ) -> None:
         self.manager = manager
-        self.store = manager.store
         self.card = card
         self.extensions = extensions
         self.extended_card = extended_card
@@ -60,10 +58,10 @@ class A2AServicer(a2a_pb2_grpc.A2AServiceServicer):
 
     # ---- messages ----------------------------------------------------------------------------
 
-    def _accept_send(self, request: a2a_pb2.SendMessageRequest) -> None:
+    def _accept_send(self, request: a2a_pb2.SendMessageRequest, call: CallContext) -> None:
         configuration = request.configuration
         push_config = configuration.HasField("task_push_notification_config")
-        if push_config and not self._push:  # capability before validation (notes §2)
+        if push_config and not self._push:  # the capability is checked before the request is validated
             raise PushNotificationNotSupportedError("this agent does not send push notifications")
         validate_send(request)
         if push_config:
@@ -72,71 +70,71 @@ class A2AServicer(a2a_pb2_grpc.A2AServiceServicer):
                 "configuration.task_push_notification_config.",
                 needs_task_id=False,
             )
-        activated = current_call().activated_extensions
-        if activated:
-            violations = self.extensions.payload_violations(activated, request)
+        if call.activated_extensions:
+            violations = self.extensions.payload_violations(call.activated_extensions, request)
             if violations:
                 field = violations[0][0]
                 raise InvalidRequestError(f"invalid extension data at {field}", violations=violations)
 
-    async def _store_send_push_config(self, request: a2a_pb2.SendMessageRequest, task_id: str) -> None:
+    async def _put_send_push_config(self, request: a2a_pb2.SendMessageRequest, run: TaskRun, call: CallContext) -> None:
+        """Store the request's push config for the task, once the task is shown (a reply has no task)."""
         configuration = request.configuration
-        if configuration.HasField("task_push_notification_config"):
+        if configuration.HasField("task_push_notification_config") and await run.opened is None:
             config = configuration.task_push_notification_config
-            config.task_id = task_id
-            config.id = config.id or new_id()
-            await self.store.put_push_config(current_call().caller, config)
+            config.task_id = run.task_id
+            await self.manager.put_push_config(config, call)
 
-    async def SendMessage(self, request: a2a_pb2.SendMessageRequest, context: Context) -> bytes:
+    async def SendMessage(self, request: a2a_pb2.SendMessageRequest, call: CallContext, context: Context) -> bytes:
         """Answers a SendMessageResponse, already encoded (see a2a_grpc.encoding)."""
-        self._accept_send(request)
-        call = _call_for_agent(context)
+        self._accept_send(request, call)
         run = await self.manager.submit(request, call)
-        live = run.live
-        await self._store_send_push_config(request, live.task.id)
+        await self._put_send_push_config(request, run, call)
         configuration = request.configuration
         if not configuration.return_immediately:
             await run.settled
+        if run.reply is not None:
+            return a2a_pb2.SendMessageResponse(message=run.reply).SerializeToString()
+        live = run.live
         await wait_durable(live.last_write)
-        history_length = configuration.history_length if configuration.HasField("history_length") else None
-        return send_message_response(task_view(live.task, history_length))
+        return send_message_response(task_view(live.task, _history_length(configuration)))
 
     async def SendStreamingMessage(
-        self, request: a2a_pb2.SendMessageRequest, context: Context
-    ) -> AsyncIterator[a2a_pb2.StreamResponse | bytes]:
+        self, request: a2a_pb2.SendMessageRequest, call: CallContext, context: Context
+    ) -> StreamEvents:
         self._require_streaming()
-        self._accept_send(request)
+        self._accept_send(request, call)
         subscriber = Subscriber(close_on_interrupt=True)
-        run = await self.manager.submit(request, _call_for_agent(context), subscriber)
-        live = run.live
-        configuration = request.configuration
-        history_length = configuration.history_length if configuration.HasField("history_length") else None
-        # The snapshot (a copy) must be taken before anything awaits: the agent is already running
-        # and every event it publishes from here on is queued for this subscriber.
-        snapshot = a2a_pb2.StreamResponse(task=task_view(live.task, history_length))
-        created = live.last_write
+        run = await self.manager.submit(request, call, subscriber)
         try:
-            await self._store_send_push_config(request, live.task.id)
-            await wait_durable(created)
-            yield snapshot
+            reply = await run.opened
+            if reply is not None:
+                yield a2a_pb2.StreamResponse(message=reply)
+                return
+            snapshot = run.snapshot
+            assert snapshot is not None  # taken when the task was shown, since this stream subscribed
+            await wait_durable(run.live.last_write)
+            await self._put_send_push_config(request, run, call)
+            yield a2a_pb2.StreamResponse(task=task_view(snapshot, _history_length(request.configuration)))
             async for event in subscriber.events():
                 yield event
         except SubscriberOverflowError:
             raise SubscriberTooSlowError("the stream fell too far behind the task's events") from None
         finally:
-            await self.manager.unsubscribe(live, subscriber)
+            await self.manager.unsubscribe(run.live, subscriber)
 
     # ---- tasks -------------------------------------------------------------------------------
 
-    async def GetTask(self, request: a2a_pb2.GetTaskRequest, context: Context) -> a2a_pb2.Task:
+    async def GetTask(self, request: a2a_pb2.GetTaskRequest, call: CallContext, context: Context) -> a2a_pb2.Task:
         validate_get(request)
-        task = await self.manager.get_task(request.id, current_call().caller)
+        task = await self.manager.get_task(request.id, call)
         return task_view(task, request.history_length if request.HasField("history_length") else None)
 
-    async def ListTasks(self, request: a2a_pb2.ListTasksRequest, context: Context) -> a2a_pb2.ListTasksResponse:
+    async def ListTasks(
+        self, request: a2a_pb2.ListTasksRequest, call: CallContext, context: Context
+    ) -> a2a_pb2.ListTasksResponse:
         page_size = validate_list(request)
         query = TaskQuery(
-            owner=current_call().caller,
+            owner="",
             page_size=page_size,
             context_id=request.context_id,
             state=request.status,
@@ -146,10 +144,7 @@ class A2AServicer(a2a_pb2_grpc.A2AServiceServicer):
         if request.HasField("status_timestamp_after"):
             after = request.status_timestamp_after
             query.status_after_us = after.seconds * 1_000_000 + after.nanos // 1000
-        try:
-            page = await self.store.list_tasks(query)
-        except InvalidPageTokenError:
-            raise _bad_page_token() from None
+        page = await self.manager.list_tasks(query, call)
         history_length = request.history_length if request.HasField("history_length") else None
         return a2a_pb2.ListTasksResponse(
             tasks=[task_view(task, history_length, query.include_artifacts) for task in page.tasks],
@@ -158,16 +153,16 @@ class A2AServicer(a2a_pb2_grpc.A2AServiceServicer):
             total_size=page.total_size,
         )
 
-    async def CancelTask(self, request: a2a_pb2.CancelTaskRequest, context: Context) -> a2a_pb2.Task:
+    async def CancelTask(self, request: a2a_pb2.CancelTaskRequest, call: CallContext, context: Context) -> a2a_pb2.Task:
         validate(request)
-        return await self.manager.cancel(request.id, current_call().caller)
+        return await self.manager.cancel(request.id, call)
 
     async def SubscribeToTask(
-        self, request: a2a_pb2.SubscribeToTaskRequest, context: Context
-    ) -> AsyncIterator[a2a_pb2.StreamResponse | bytes]:
+        self, request: a2a_pb2.SubscribeToTaskRequest, call: CallContext, context: Context
+    ) -> StreamEvents:
         self._require_streaming()
         validate(request)
-        snapshot, written, subscriber, live = await self.manager.subscribe(request.id, current_call().caller)
+        snapshot, written, subscriber, live = await self.manager.subscribe(request.id, call)
         try:
             await wait_durable(written)
             yield a2a_pb2.StreamResponse(task=snapshot)
@@ -188,82 +183,49 @@ class A2AServicer(a2a_pb2_grpc.A2AServiceServicer):
         if not self._push:
             raise PushNotificationNotSupportedError("this agent does not send push notifications")
 
-    async def _caller_seeing(self, task_id: str) -> str:
-        """The caller, once the task is known to exist for them (TaskNotFoundError otherwise)."""
-        caller = current_call().caller
-        await self.manager.get_task(task_id, caller)
-        return caller
-
     async def CreateTaskPushNotificationConfig(
-        self, request: a2a_pb2.TaskPushNotificationConfig, context: Context
+        self, request: a2a_pb2.TaskPushNotificationConfig, call: CallContext, context: Context
     ) -> a2a_pb2.TaskPushNotificationConfig:
         self._require_push()
         validate_push_config(request)
-        caller = await self._caller_seeing(request.task_id)
-        request.id = request.id or new_id()
-        await self.store.put_push_config(caller, request)
-        return request
+        return await self.manager.put_push_config(request, call)
 
     async def GetTaskPushNotificationConfig(
-        self, request: a2a_pb2.GetTaskPushNotificationConfigRequest, context: Context
+        self, request: a2a_pb2.GetTaskPushNotificationConfigRequest, call: CallContext, context: Context
     ) -> a2a_pb2.TaskPushNotificationConfig:
         self._require_push()
         validate(request)
-        caller = await self._caller_seeing(request.task_id)
-        config = await self.store.get_push_config(caller, request.task_id, request.id)
-        if config is None:
-            raise _config_not_found(request.task_id, request.id)
-        return config
+        return await self.manager.get_push_config(request.task_id, request.id, call)
 
     async def ListTaskPushNotificationConfigs(
-        self, request: a2a_pb2.ListTaskPushNotificationConfigsRequest, context: Context
+        self, request: a2a_pb2.ListTaskPushNotificationConfigsRequest, call: CallContext, context: Context
     ) -> a2a_pb2.ListTaskPushNotificationConfigsResponse:
         self._require_push()
         page_size = validate_push_config_page_size(request)
-        caller = await self._caller_seeing(request.task_id)
-        try:
-            configs, token = await self.store.list_push_configs(caller, request.task_id, page_size, request.page_token)
-        except InvalidPageTokenError:
-            raise _bad_page_token() from None
+        configs, token = await self.manager.list_push_configs(request.task_id, page_size, request.page_token, call)
         return a2a_pb2.ListTaskPushNotificationConfigsResponse(configs=configs, next_page_token=token)
 
     async def DeleteTaskPushNotificationConfig(
-        self, request: a2a_pb2.DeleteTaskPushNotificationConfigRequest, context: Context
+        self, request: a2a_pb2.DeleteTaskPushNotificationConfigRequest, call: CallContext, context: Context
     ) -> empty_pb2.Empty:
         self._require_push()
         validate(request)
-        caller = await self._caller_seeing(request.task_id)
-        if not await self.store.delete_push_config(caller, request.task_id, request.id):
-            raise _config_not_found(request.task_id, request.id)
+        await self.manager.delete_push_config(request.task_id, request.id, call)
         return empty_pb2.Empty()
 
     # ---- card --------------------------------------------------------------------------------
 
     async def GetExtendedAgentCard(
-        self, request: a2a_pb2.GetExtendedAgentCardRequest, context: Context
+        self, request: a2a_pb2.GetExtendedAgentCardRequest, call: CallContext, context: Context
     ) -> a2a_pb2.AgentCard:
         if not self._extended:
             raise UnsupportedOperationError("this agent declares no extended agent card")
-        if not current_call().caller:
+        if not call.principal:
             raise AuthenticationError("the extended agent card requires an authenticated caller")
         if self.extended_card is None:
             raise ExtendedAgentCardNotConfiguredError("the extended agent card is declared but not configured")
         return self.extended_card
 
 
-def _call_for_agent(context: Context) -> CallState:
-    """This call's state, with the deadline the agent should keep to (None when the client set none)."""
-    call = begin_call()
-    call.deadline = context.time_remaining()
-    return call
-
-
-def _bad_page_token() -> InvalidRequestError:
-    return InvalidRequestError("invalid page_token", violations=[("page_token", "is not a token this server issued")])
-
-
-def _config_not_found(task_id: str, config_id: str) -> PushNotificationConfigNotFoundError:
-    return PushNotificationConfigNotFoundError(
-        f"task {task_id} has no push notification config {config_id}",
-        metadata={"taskId": task_id, "configId": config_id},
-    )
+def _history_length(configuration: a2a_pb2.SendMessageConfiguration) -> int | None:
+    return configuration.history_length if configuration.HasField("history_length") else None

@@ -116,7 +116,7 @@ async def test_invalid_request_names_the_field_and_the_server_keeps_serving(stub
     async with asyncio.timeout(TEST_SECONDS):
         call, field = INVALID_REQUESTS[case]
         error = await rpc_error(call(stub))
-        assert_error(error, INVALID_ARGUMENT, "INVALID_REQUEST")
+        assert_error(error, INVALID_ARGUMENT, "INVALID_PARAMS")
         violations = bad_request(error).field_violations
         assert field in [v.field for v in violations], violations
         assert all(v.description for v in violations)
@@ -128,7 +128,7 @@ async def test_invalid_streaming_requests_name_the_field(stub: Stub) -> None:
     async with asyncio.timeout(TEST_SECONDS):
         no_parts = a2a_pb2.SendMessageRequest(message=message_with(parts=[]))
         error = await stream_error(stub.SendStreamingMessage(no_parts, metadata=V1))
-        assert_error(error, INVALID_ARGUMENT, "INVALID_REQUEST")
+        assert_error(error, INVALID_ARGUMENT, "INVALID_PARAMS")
         assert [v.field for v in bad_request(error).field_violations] == ["message.parts"]
         no_id = await stream_error(stub.SubscribeToTask(a2a_pb2.SubscribeToTaskRequest(), metadata=V1))
         assert [v.field for v in bad_request(no_id).field_violations] == ["id"]
@@ -177,7 +177,7 @@ async def test_bytes_that_are_not_a_request_are_invalid_and_leak_nothing(start_s
             stream = channel.unary_stream("/lf.a2a.v1.A2AService/SubscribeToTask")
             stream_failure = await stream_error(stream(garbage, metadata=V1))
             for failure in (error, stream_failure):
-                assert_error(failure, INVALID_ARGUMENT, "INVALID_REQUEST")
+                assert_error(failure, INVALID_ARGUMENT, "INVALID_PARAMS")
                 assert "DecodeError" not in (failure.details() or "")
                 assert "lf.a2a.v1" not in (failure.details() or "")
             await assert_still_serving(make_stub(channel))

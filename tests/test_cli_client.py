@@ -85,7 +85,7 @@ async def test_send_puts_metadata_in_the_request(cli_server: A2AServer) -> None:
         f"{timestamp.METADATA_KEY}=yesterday",
     )
     assert run.code == 1
-    assert "INVALID_ARGUMENT INVALID_REQUEST" in run.stderr
+    assert "INVALID_ARGUMENT INVALID_PARAMS" in run.stderr
     assert f"metadata['{timestamp.METADATA_KEY}']" in run.stderr
     assert "Traceback" not in run.stderr and run.stdout == ""
 

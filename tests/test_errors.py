@@ -1,4 +1,5 @@
-"""The error table of the notes (§4) as the server produces it: code, ErrorInfo reason, domain, metadata.
+"""The error table of the notes (§4) as the server produces it: code, ErrorInfo reason, domain, metadata;
+and the table both ways, each row encoded and decoded again.
 
 Rows the server never produces today: ContentTypeNotSupportedError and InvalidAgentResponseError.
 """
@@ -37,6 +38,18 @@ from rpc_helpers import (
 )
 
 from a2a_grpc.agent import AgentExecutor
+from a2a_grpc.errors import (
+    CODE_ERRORS,
+    ERROR_BY_CODE,
+    ERROR_TABLE,
+    A2AError,
+    InvalidRequestError,
+    RemoteError,
+    UnimplementedError,
+    UnsupportedOperationError,
+    error_from_status,
+    status_trailers,
+)
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server import A2AServer, ServerSettings
 from a2a_grpc.store import MemoryStore
@@ -180,7 +193,7 @@ async def test_context_id_that_does_not_match_the_task_is_invalid(connect: Conne
         task = await send(stub, "input")
         wrong = user_message("complete", task_id=task.id, context_id="another-context", message_id="m-2")
         error = await rpc_error(stub.SendMessage(a2a_pb2.SendMessageRequest(message=wrong), metadata=V1))
-        assert error.code() == INVALID_ARGUMENT
+        assert_error(error, INVALID_ARGUMENT, "INVALID_PARAMS")
         assert [v.field for v in bad_request(error).field_violations] == ["message.context_id"]
         right = user_message("complete", task_id=task.id, context_id=task.context_id, message_id="m-3")
         done = (await stub.SendMessage(a2a_pb2.SendMessageRequest(message=right), metadata=V1)).task
@@ -318,3 +331,46 @@ async def test_a_task_of_another_caller_is_not_found_never_permission_denied(con
         assert_error(await stream_error(subscribe), NOT_FOUND, "TASK_NOT_FOUND", taskId=task.id)
         mine = await stub.GetTask(a2a_pb2.GetTaskRequest(id=task.id), metadata=bearer("ta"))
         assert mine.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+
+
+# ---- the table both ways -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("cls", sorted({*ERROR_TABLE, *CODE_ERRORS}, key=lambda cls: cls.__name__))
+def test_every_row_decodes_to_the_class_it_was_encoded_from(cls: type[A2AError]) -> None:
+    sent = cls("went wrong", metadata={"taskId": "t-1"}, violations=[("message.parts", "is empty")])
+    received = error_from_status(sent.code, "", status_trailers(sent))
+    assert type(received) is cls
+    assert (received.code, received.reason, received.message) == (sent.code, sent.reason, "went wrong")
+    assert received.metadata == {"taskId": "t-1"}
+    assert received.violations == [("message.parts", "is empty")]
+
+
+def test_every_grpc_error_code_has_a_class_with_that_code() -> None:
+    assert set(ERROR_BY_CODE) == set(grpc.StatusCode) - {grpc.StatusCode.OK}
+    for code in ERROR_BY_CODE:
+        error = error_from_status(code, "plain", None)
+        assert error.code == code, error
+        assert not isinstance(error, RemoteError)
+
+
+def test_validation_sends_the_spec_reason_and_reads_the_old_one() -> None:
+    assert InvalidRequestError.reason == "INVALID_PARAMS"
+    for reason in ("INVALID_PARAMS", "INVALID_REQUEST"):
+        sent = RemoteError(INVALID_ARGUMENT, "bad", reason=reason)
+        assert type(error_from_status(INVALID_ARGUMENT, "", status_trailers(sent))) is InvalidRequestError
+
+
+def test_a_status_no_row_knows_travels_on_unchanged() -> None:
+    sent = RemoteError(grpc.StatusCode.ABORTED, "conflict", reason="SOMETHING_NEWER", metadata={"k": "v"})
+    received = error_from_status(grpc.StatusCode.ABORTED, "", status_trailers(sent))
+    assert type(received) is RemoteError
+    assert received.code == grpc.StatusCode.ABORTED
+    assert (received.reason, received.metadata) == ("SOMETHING_NEWER", {"k": "v"})
+
+
+def test_a_plain_unimplemented_is_an_unsupported_operation_with_its_own_code() -> None:
+    error = error_from_status(grpc.StatusCode.UNIMPLEMENTED, "Method not found!", None)
+    assert type(error) is UnimplementedError
+    assert isinstance(error, UnsupportedOperationError)
+    assert error.code == grpc.StatusCode.UNIMPLEMENTED

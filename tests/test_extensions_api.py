@@ -13,7 +13,7 @@ from google.protobuf import json_format
 
 from a2a_grpc.agent import EventPublisher, ExtensionNotActiveError, RequestContext
 from a2a_grpc.agents.relay import RelayAgent
-from a2a_grpc.call import CallState
+from a2a_grpc.call import CallContext
 from a2a_grpc.client import A2AClient, text_message
 from a2a_grpc.errors import ExtensionSupportRequiredError, InvalidRequestError
 from a2a_grpc.ext import timestamp, traceability
@@ -165,7 +165,7 @@ async def test_attached_data_is_written_under_the_key_and_listed(
 
 def _context(*activated: str) -> RequestContext:
     task = a2a_pb2.Task(id="t", context_id="c")
-    return RequestContext(text_message("hi"), task, CallState(activated_extensions=activated))
+    return RequestContext(text_message("hi"), task, CallContext(activated_extensions=activated))
 
 
 def test_attaching_twice_lists_the_uri_once() -> None:

@@ -24,10 +24,9 @@ from google.protobuf import message as protobuf_message
 
 from a2a_grpc.agent import EventPublisher, RequestContext
 from a2a_grpc.errors import ERROR_DOMAIN, VersionNotSupportedError
-from a2a_grpc.extensions import EXTENSIONS_HEADER, Extension, ExtensionRegistry
+from a2a_grpc.extensions import EXTENSIONS_HEADER, Extension
 from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
-from a2a_grpc.interceptors.server import server_interceptors
-from a2a_grpc.interceptors.server.handlers import rejecting_handler
+from a2a_grpc.interceptors.server import VersionCheck
 from a2a_grpc.server import A2AServer
 
 Stub = Any  # a2a_pb2_grpc.A2AServiceStub: the generated module carries no type information
@@ -379,8 +378,7 @@ async def test_the_stream_echo_arrives_before_the_first_event(stub: Stub, agent:
         headers = await asyncio.wait_for(call.initial_metadata(), WAIT_SECONDS)
         assert echoed(headers) == [f"{REQUIRED},{OPTIONAL}"]
         listed = await stub.ListTasks(a2a_pb2.ListTasksRequest(), metadata=call_metadata(REQUIRED))
-        assert [task.status.state for task in listed.tasks] != [a2a_pb2.TASK_STATE_COMPLETED]  # still held
-        assert len(listed.tasks) == 1
+        assert list(listed.tasks) == []  # still held: its agent published nothing, so the task is not shown yet
     finally:
         agent.gate.set()
     events = await asyncio.wait_for(responses(call), WAIT_SECONDS)
@@ -445,69 +443,23 @@ async def test_nothing_activated_means_nothing_echoed(
         assert echoed(await call.initial_metadata()) == [OPTIONAL]
 
 
-class HeaderSendingService(a2a_pb2_grpc.A2AServiceServicer):
-    """A stand-in for the A2A servicer whose handlers send response headers and trailers of their own."""
-
-    async def GetTask(self, request: a2a_pb2.GetTaskRequest, context: Any) -> a2a_pb2.Task:
-        await context.send_initial_metadata((("x-handler", "get-task"),))
-        context.set_trailing_metadata((("x-handler-trailer", "get-task"),))
-        return a2a_pb2.Task(id=request.id)
-
-    async def ListTasks(self, request: a2a_pb2.ListTasksRequest, context: Any) -> a2a_pb2.ListTasksResponse:
-        return a2a_pb2.ListTasksResponse(page_size=1)
-
-    async def SubscribeToTask(
-        self, request: a2a_pb2.SubscribeToTaskRequest, context: Any
-    ) -> AsyncIterator[a2a_pb2.StreamResponse]:
-        await context.send_initial_metadata((("x-handler", "subscribe"),))
-        yield a2a_pb2.StreamResponse(task=a2a_pb2.Task(id=request.id))
-        context.set_trailing_metadata((("x-handler-trailer", "subscribe"),))
-
-    async def SendStreamingMessage(self, request: a2a_pb2.SendMessageRequest, context: Any) -> None:
-        await context.write(a2a_pb2.StreamResponse(message=request.message))  # the context.write form
-        context.set_trailing_metadata((("x-handler-trailer", "send-streaming"),))
-
-
-@pytest.fixture(params=[True, False], ids=["unary-headers", "unary-trailers"])
-async def merging_stub(request: pytest.FixtureRequest) -> AsyncIterator[tuple[Stub, bool]]:
-    """The real interceptor chain in front of `HeaderSendingService`, in both unary echo modes."""
-    registry = ExtensionRegistry([Extension(OPTIONAL)])
-    server = grpc.aio.server(interceptors=server_interceptors(registry, echo_unary_headers=request.param))
-    a2a_pb2_grpc.add_A2AServiceServicer_to_server(HeaderSendingService(), server)  # type: ignore[no-untyped-call]
-    port = server.add_insecure_port("127.0.0.1:0")
-    await server.start()
-    try:
-        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
-            yield make_stub(channel), request.param
-    finally:
-        await server.stop(0)
-
-
-@pytest.mark.parametrize("extension_values", [(OPTIONAL,), ()], ids=["echo", "no-echo"])
-async def test_the_handlers_own_headers_and_trailers_merge_with_the_echo(
-    extension_values: tuple[str, ...], merging_stub: tuple[Stub, bool]
+@pytest.mark.parametrize("unary_headers", [True, False], ids=["unary-headers", "unary-trailers"])
+async def test_an_accepted_call_that_fails_keeps_its_echo_beside_the_status(
+    unary_headers: bool, start_server: StartServer
 ) -> None:
-    stub, unary_headers = merging_stub
-    echo = list(extension_values)
-    metadata = call_metadata(*extension_values)
-
-    async def check(call: Any, header: str | None, trailer: str | None, *, unary: bool = False) -> None:
-        headers = await asyncio.wait_for(call.initial_metadata(), WAIT_SECONDS)  # before any message is read
-        assert echoed(headers) == (echo if unary_headers or not unary else [])
-        assert [v for k, v in headers if k == "x-handler"] == ([header] if header else [])
-        assert len(await asyncio.wait_for(responses(call), WAIT_SECONDS)) == 1
-        trailers = await call.trailing_metadata()
-        assert echoed(trailers) == echo
-        assert [v for k, v in trailers if k == "x-handler-trailer"] == ([trailer] if trailer else [])
-
-    await check(stub.GetTask(a2a_pb2.GetTaskRequest(id="t"), metadata=metadata), "get-task", "get-task", unary=True)
-    await check(stub.ListTasks(a2a_pb2.ListTasksRequest(), metadata=metadata), None, None, unary=True)
-    await check(
-        stub.SubscribeToTask(a2a_pb2.SubscribeToTaskRequest(id="t"), metadata=metadata),
-        "subscribe",
-        "subscribe",
-    )
-    await check(stub.SendStreamingMessage(send_request("w"), metadata=metadata), None, "send-streaming")
+    server = await start_server(card=NEGOTIATION_CARD, agent=RecordingAgent(), echo_unary_headers=unary_headers)
+    metadata = call_metadata(REQUIRED, OPTIONAL)
+    async with grpc.aio.insecure_channel(server.grpc_target) as channel:
+        stub = make_stub(channel)
+        for call, unary in (
+            (stub.GetTask(a2a_pb2.GetTaskRequest(id="missing"), metadata=metadata), True),
+            (stub.SubscribeToTask(a2a_pb2.SubscribeToTaskRequest(id="missing"), metadata=metadata), False),
+        ):
+            error = await refusal(call)
+            assert_status(error, grpc.StatusCode.NOT_FOUND, "TASK_NOT_FOUND")
+            assert echoed(error.trailing_metadata()) == [f"{REQUIRED},{OPTIONAL}"]
+            headers = await call.initial_metadata()
+            assert echoed(headers) == ([f"{REQUIRED},{OPTIONAL}"] if unary_headers or not unary else [])
 
 
 # ---- dependencies --------------------------------------------------------------------------------
@@ -618,22 +570,18 @@ async def test_a_setting_lets_a_missing_version_mean_1_0(start_server: StartServ
         assert_extension_refusal(await refusal(missing_extension))
 
 
-async def test_a_repeated_refusal_does_not_grow_its_traceback() -> None:
-    """The version check refuses with one cached error per header value; re-raising that same object
-    must not chain a new traceback (and the frames of every refused call) onto it each time."""
-    error = VersionNotSupportedError("refused")
-    unary = rejecting_handler("/lf.a2a.v1.A2AService/GetTask", error)
-    stream = rejecting_handler("/lf.a2a.v1.A2AService/SubscribeToTask", error)
-    depths = []
+def test_a_repeated_refusal_does_not_grow_its_traceback() -> None:
+    """The version check caches its verdict per header value; every refusal must still be a fresh error,
+    or re-raising one object would chain the traceback (and the frames) of every refused call onto it."""
+    check = VersionCheck()
+    refused = []
     for _ in range(3):
-        with pytest.raises(VersionNotSupportedError):
-            await unary.unary_unary(None, None)
-        depths.append(len(traceback.extract_tb(error.__traceback__)))
-        with pytest.raises(VersionNotSupportedError):
-            async for _ in stream.unary_stream(None, None):
-                pass
-        depths.append(len(traceback.extract_tb(error.__traceback__)))
-    assert depths == [depths[0]] * len(depths), depths
+        with pytest.raises(VersionNotSupportedError) as raised:
+            check((("a2a-version", "0.3"),))
+        refused.append(raised.value)
+    assert len({id(error) for error in refused}) == 3
+    depths = {len(traceback.extract_tb(error.__traceback__)) for error in refused}
+    assert len(depths) == 1, depths
 
 
 # ---- hostile metadata ----------------------------------------------------------------------------

@@ -98,7 +98,6 @@ class Manager:
         history: Sequence[a2a_pb2.Message] = (),
         artifact: a2a_pb2.Artifact | None = None,
         append: bool = False,
-        metadata: struct_pb2.Struct | None = None,
     ) -> None:
         task = self.tasks[task_id]
         new_status = None if state is None else status(state, ts_us)
@@ -107,8 +106,6 @@ class Manager:
         task.history.extend(history)
         if artifact is not None:
             apply_artifact_chunk(task.artifacts, artifact, append)
-        if metadata is not None:
-            task.metadata.CopyFrom(metadata)
         self.versions[task_id] += 1
         write = TaskWrite(
             task_id,
@@ -116,7 +113,6 @@ class Manager:
             status=new_status,
             history=list(history),
             artifacts=[] if artifact is None else [(artifact, append)],
-            metadata=metadata,
         )
         await self.store.apply(write)
 
@@ -197,16 +193,6 @@ async def test_history_is_appended(store: TaskStore) -> None:
     assert stored == manager.tasks["t1"]
     assert stored is not None
     assert [m.parts[0].text for m in stored.history] == ["one", "two", "three", "four"]
-
-
-async def test_metadata_is_replaced(store: TaskStore) -> None:
-    manager = Manager(store)
-    await manager.create("t1", metadata=struct(a=1))
-    await manager.update("t1", metadata=struct(b=2))
-    stored = await store.get_task("t1", OWNER)
-    assert stored == manager.tasks["t1"]
-    assert stored is not None
-    assert dict(stored.metadata) == {"b": 2}
 
 
 async def test_artifact_chunks_merge(store: TaskStore) -> None:

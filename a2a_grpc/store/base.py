@@ -43,7 +43,6 @@ class TaskWrite:
     status: a2a_pb2.TaskStatus | None = None
     history: list[a2a_pb2.Message] = field(default_factory=list)
     artifacts: list[tuple[a2a_pb2.Artifact, bool]] = field(default_factory=list)  # (chunk, append)
-    metadata: object | None = None  # a google.protobuf.Struct replacing the task's metadata
 
 
 @dataclass(slots=True)

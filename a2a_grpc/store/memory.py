@@ -1,8 +1,7 @@
 """An in-process store: nothing survives a restart.
 
-The task manager is the only writer and keeps mutating the Task it created, so a create write stores a
-reference to `write.task` and later writes only refresh this store's index data (version, status state
-and timestamp, context id); deltas are never re-applied. `get_task` returns that shared object.
+It keeps its own copy of every task and applies each write's delta to it, as the durable stores do:
+nothing it holds or hands out is shared with the task manager's live tasks.
 
 `apply` never raises: it returns an already-completed future, which holds the write's error
 (`VersionConflictError`, or `ValueError` for a create without a task) if it failed.
@@ -12,7 +11,9 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
+from typing import TypeVar
 
+from a2a_grpc.artifacts import apply_artifact_chunk
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.store._codec import (
     decode_config_cursor,
@@ -35,6 +36,8 @@ def _failed(error: Exception) -> asyncio.Future[None]:
     future.set_exception(error)
     return future
 
+
+_Stored = TypeVar("_Stored", a2a_pb2.Task, a2a_pb2.Artifact, a2a_pb2.TaskPushNotificationConfig)
 
 _RUNNING_STATES = (a2a_pb2.TASK_STATE_SUBMITTED, a2a_pb2.TASK_STATE_WORKING)
 
@@ -71,10 +74,14 @@ class MemoryStore:
         if entry is None or write.version != entry.version + 1:
             return _failed(_conflict(write, entry))
         entry.version = write.version
+        task = entry.task
         if write.status is not None:
+            task.status.CopyFrom(write.status)
             entry.state = write.status.state
             entry.ts_us = status_ts_us(write.status)
-        entry.context_id = entry.task.context_id
+        task.history.extend(write.history)
+        for chunk, append in write.artifacts:
+            apply_artifact_chunk(task.artifacts, chunk, append)
         return _done()
 
     def _create(self, write: TaskWrite) -> asyncio.Future[None]:
@@ -82,7 +89,7 @@ class MemoryStore:
         if task is None:
             return _failed(ValueError(f"create write for task {write.task_id!r} has no task"))
         status = task.status
-        entry = _Entry(task, write.owner, task.context_id, 1, status.state, status_ts_us(status))
+        entry = _Entry(_copy(task), write.owner, task.context_id, 1, status.state, status_ts_us(status))
         self._tasks[write.task_id] = entry
         self._by_owner.setdefault(write.owner, {})[write.task_id] = entry
         return _done()
@@ -91,7 +98,7 @@ class MemoryStore:
         entry = self._tasks.get(task_id)
         if entry is None or entry.owner != owner:
             return None
-        return entry.task
+        return _copy(entry.task)
 
     async def task_version(self, task_id: str) -> int | None:
         entry = self._tasks.get(task_id)
@@ -109,13 +116,11 @@ class MemoryStore:
             entries = [e for e in entries if e.sort_key() < cursor]
         page = entries[: query.page_size]
         token = encode_task_cursor(*page[-1].sort_key()) if len(entries) > len(page) and page else ""
-        tasks = [e.task if query.include_artifacts else _without_artifacts(e.task) for e in page]
+        tasks = [_copy(e.task) if query.include_artifacts else _without_artifacts(e.task) for e in page]
         return TaskPage(tasks=tasks, next_page_token=token, total_size=total)
 
     async def put_push_config(self, owner: str, config: a2a_pb2.TaskPushNotificationConfig) -> None:
-        stored = a2a_pb2.TaskPushNotificationConfig()
-        stored.CopyFrom(config)
-        self._configs[(config.task_id, config.id)] = (owner, stored)
+        self._configs[(config.task_id, config.id)] = (owner, _copy(config))
 
     async def get_push_config(
         self, owner: str, task_id: str, config_id: str
@@ -160,7 +165,7 @@ def _matches(entry: _Entry, query: TaskQuery) -> bool:
 
 
 def _without_artifacts(task: a2a_pb2.Task) -> a2a_pb2.Task:
-    """A new Task sharing nothing with `task` (the stored object is the manager's) minus its artifacts."""
+    """A copy of `task` without its artifacts."""
     copy = a2a_pb2.Task(id=task.id, context_id=task.context_id, history=task.history)
     if task.HasField("status"):
         copy.status.CopyFrom(task.status)
@@ -169,7 +174,7 @@ def _without_artifacts(task: a2a_pb2.Task) -> a2a_pb2.Task:
     return copy
 
 
-def _copy(config: a2a_pb2.TaskPushNotificationConfig) -> a2a_pb2.TaskPushNotificationConfig:
-    copy = a2a_pb2.TaskPushNotificationConfig()
-    copy.CopyFrom(config)
+def _copy(message: _Stored) -> _Stored:
+    copy = type(message)()
+    copy.CopyFrom(message)
     return copy

@@ -93,7 +93,6 @@ _INSERT_CHUNK: Final = "INSERT INTO artifacts (task_id, seq, artifact_id, append
 _TASK_COLUMNS: Final = "id, owner, context_id, status, metadata, status_ts_us"
 
 # The type of google.protobuf.Struct, without importing google.protobuf (it has no type stubs).
-_STRUCT_TYPE: Final[Any] = type(a2a_pb2.Task().metadata)
 
 _Run: TypeAlias = Callable[[sqlite3.Connection, Any], object]
 _Job: TypeAlias = tuple[_Run, Any, asyncio.Future[Any]]
@@ -115,7 +114,7 @@ class _Write:
     task_id: str
     version: int
     status: _Status | None
-    metadata: bytes | None
+    metadata: bytes | None  # the task's metadata, on a create
     history: list[bytes]
     chunks: list[tuple[str, bool, bytes]]  # (artifact_id, append, serialized Artifact)
     owner: str = ""
@@ -378,10 +377,9 @@ def _prepare(write: TaskWrite) -> _Write:
     if write.version == 1:
         return _prepare_create(write)
     status = None if write.status is None else _prepare_status(write.status)
-    metadata = None if write.metadata is None else _struct_bytes(write.metadata)
     history = [message.SerializeToString() for message in write.history]
     chunks = [_chunk(artifact, append) for artifact, append in write.artifacts]
-    return _Write(write.task_id, write.version, status, metadata, history, chunks)
+    return _Write(write.task_id, write.version, status, None, history, chunks)
 
 
 def _prepare_create(write: TaskWrite) -> _Write:
@@ -410,13 +408,6 @@ def _prepare_status(status: a2a_pb2.TaskStatus) -> _Status:
 
 def _chunk(artifact: a2a_pb2.Artifact, append: bool) -> tuple[str, bool, bytes]:
     return artifact.artifact_id, append, artifact.SerializeToString()
-
-
-def _struct_bytes(metadata: object) -> bytes:
-    if not isinstance(metadata, _STRUCT_TYPE):
-        raise TypeError(f"TaskWrite.metadata must be a google.protobuf.Struct, not {type(metadata).__name__}")
-    serialized: bytes = metadata.SerializeToString()
-    return serialized
 
 
 def _apply_write(conn: sqlite3.Connection, write: _Write) -> None:
@@ -450,9 +441,6 @@ def _update_task(conn: sqlite3.Connection, write: _Write) -> None:
     if write.status is not None:
         columns.append("state = ?, status_ts_us = ?, status = ?")
         values += (write.status.state, write.status.ts_us, write.status.blob)
-    if write.metadata is not None:
-        columns.append("metadata = ?")
-        values.append(write.metadata)
     sql = f"UPDATE tasks SET {', '.join(columns)} WHERE id = ? AND version = ?"
     if conn.execute(sql, (*values, write.task_id, write.version - 1)).rowcount != 1:
         raise VersionConflictError(

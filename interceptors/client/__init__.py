@@ -16,10 +16,9 @@ import grpc
 from a2a_grpc.extensions import parse_extension_values
 from a2a_grpc.interceptors.client.calls import A2ACallPolicy, A2AUnaryStreamInterceptor, A2AUnaryUnaryInterceptor
 from a2a_grpc.interceptors.client.echo import ResponseExtensions, ResponseObserver, observe_extensions
-from a2a_grpc.interceptors.client.parameters import VERSION_HEADER, use_extensions
+from a2a_grpc.interceptors.client.parameters import use_extensions
 
 __all__ = [
-    "VERSION_HEADER",
     "A2ACallPolicy",
     "A2AUnaryStreamInterceptor",
     "A2AUnaryUnaryInterceptor",

@@ -9,10 +9,9 @@ from typing import Any
 
 import grpc
 
-from a2a_grpc.extensions import EXTENSIONS_HEADER, parse_extension_values
-
-VERSION_HEADER = "a2a-version"
-A2A_METHOD_PREFIX = "/lf.a2a.v1.A2AService/"
+from a2a_grpc.extensions import parse_extension_values
+from a2a_grpc.protocol import EXTENSIONS_HEADER, VERSION_HEADER
+from a2a_grpc.protocol import is_a2a_method as is_a2a_path
 
 _extensions_override: ContextVar[tuple[str, ...] | None] = ContextVar("a2a_grpc_client_extensions", default=None)
 
@@ -37,7 +36,7 @@ def method_name(method: str | bytes) -> str:
 
 
 def is_a2a_method(method: str | bytes) -> bool:
-    return method_name(method).startswith(A2A_METHOD_PREFIX)
+    return is_a2a_path(method_name(method))
 
 
 def with_service_parameters(metadata: Any, version: str, extensions: tuple[str, ...]) -> grpc.aio.Metadata:

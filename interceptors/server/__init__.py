@@ -1,43 +1,124 @@
-"""The server interceptor chain, composed in one place.
+"""The server's interceptor chain for A2A calls, composed in one place.
 
-grpc.aio runs the list outermost first: errors (so every failure below becomes a proper status),
-authentication, version, then extension negotiation, which is the order the spec gives for checks.
+Each A2AService method handler is wrapped once, at start-up, in this order:
+  errors          every failure leaves as a proper status (outermost)
+  authentication  the caller's principal, or UNAUTHENTICATED
+  version         the `a2a-version` the call speaks, or VERSION_NOT_SUPPORTED
+  extensions      the activated `a2a-extensions`, or EXTENSION_SUPPORT_REQUIRED; then the echo
+  the servicer    called with the parsed request and the call's CallContext
+The checks follow the order the spec gives and run before the request is even parsed. Together they
+build one immutable CallContext per call, which is then passed explicitly, never looked up.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from typing import Any
 
 import grpc
+from google.protobuf import message_factory
 
-from a2a_grpc.extensions import ExtensionRegistry
-from a2a_grpc.interceptors.server.auth import BearerTokenInterceptor
-from a2a_grpc.interceptors.server.errors import ErrorInterceptor
-from a2a_grpc.interceptors.server.extensions import ExtensionInterceptor, HeaderMergingContext
-from a2a_grpc.interceptors.server.version import VersionInterceptor
+from a2a_grpc.call import CallContext
+from a2a_grpc.encoding import encode_response
+from a2a_grpc.errors import InvalidRequestError, Metadata
+from a2a_grpc.extensions import ExtensionRegistry, Negotiation
+from a2a_grpc.interceptors.server.auth import BearerTokenAuthenticator
+from a2a_grpc.interceptors.server.errors import guard_stream, guard_unary
+from a2a_grpc.interceptors.server.extensions import NO_NEGOTIATION, ExtensionNegotiator, send_echo
+from a2a_grpc.interceptors.server.version import VersionCheck
+from a2a_grpc.protocol import A2A_SERVICE
 
-__all__ = [
-    "BearerTokenInterceptor",
-    "ErrorInterceptor",
-    "ExtensionInterceptor",
-    "HeaderMergingContext",
-    "VersionInterceptor",
-    "server_interceptors",
-]
+__all__ = ["BearerTokenAuthenticator", "ExtensionNegotiator", "ServerChain", "VersionCheck"]
+
+Parse = Callable[[bytes], Any]
+# A servicer method: (request, call, grpc context) -> a response, or an async iterator of events.
+UnaryBehavior = Callable[[Any, CallContext, Any], Awaitable[Any]]
+StreamBehavior = Callable[[Any, CallContext, Any], AsyncIterator[Any]]
 
 
-def server_interceptors(
-    registry: ExtensionRegistry,
-    *,
-    missing_version_means: str = "0.3",
-    bearer_tokens: Mapping[str, str] | None = None,
-    negotiate_extensions: bool = True,
-    echo_unary_headers: bool = False,
-) -> list[grpc.aio.ServerInterceptor]:
-    chain: list[grpc.aio.ServerInterceptor] = [ErrorInterceptor()]
-    if bearer_tokens:
-        chain.append(BearerTokenInterceptor(bearer_tokens))
-    chain.append(VersionInterceptor(missing_means=missing_version_means))
-    if negotiate_extensions:
-        chain.append(ExtensionInterceptor(registry, unary_headers=echo_unary_headers))
-    return chain
+class ServerChain:
+    """`echo_unary_headers=False` echoes in the trailers alone on unary calls, where a unary client reads
+    headers and trailers together anyway: grpc.aio cannot send headers with a unary response, so they
+    cost a transport operation of their own. Streams always echo in both."""
+
+    def __init__(
+        self,
+        registry: ExtensionRegistry,
+        *,
+        missing_version_means: str = "0.3",
+        bearer_tokens: Mapping[str, str] | None = None,
+        negotiate_extensions: bool = True,
+        echo_unary_headers: bool = False,
+    ) -> None:
+        self._authenticate = BearerTokenAuthenticator(bearer_tokens) if bearer_tokens else None
+        self._check_version = VersionCheck(missing_means=missing_version_means)
+        self._negotiate = ExtensionNegotiator(registry) if negotiate_extensions else None
+        self._echo_unary_headers = echo_unary_headers
+
+    def admit(self, method: str, context: Any) -> CallContext:
+        """The call's context, once every check accepted it (each refusal raises its A2AError)."""
+        metadata: Metadata = context.invocation_metadata() or ()
+        principal = self._authenticate(metadata) if self._authenticate is not None else ""
+        version = self._check_version(metadata)
+        negotiation: Negotiation = self._negotiate(metadata) if self._negotiate is not None else NO_NEGOTIATION
+        return CallContext(
+            method,
+            metadata,
+            context.time_remaining(),
+            principal,
+            version,
+            negotiation.requested,
+            negotiation.activated,
+            negotiation.echo,
+        )
+
+    def method_handlers(self, servicer: Any) -> dict[str, grpc.RpcMethodHandler]:
+        """A handler for every A2AService method of `servicer`, behind the chain."""
+        handlers: dict[str, grpc.RpcMethodHandler] = {}
+        for method in A2A_SERVICE.methods:
+            parse = message_factory.GetMessageClass(method.input_type).FromString
+            behavior = getattr(servicer, method.name)
+            if method.server_streaming:
+                opener = self._stream(method.name, parse, behavior)
+                handler = grpc.unary_stream_rpc_method_handler(
+                    guard_stream(method.name, opener), response_serializer=encode_response
+                )
+            else:
+                served = self._unary(method.name, parse, behavior)
+                handler = grpc.unary_unary_rpc_method_handler(
+                    guard_unary(method.name, served), response_serializer=encode_response
+                )
+            handlers[method.name] = handler
+        return handlers
+
+    def _unary(self, name: str, parse: Parse, behavior: UnaryBehavior) -> Callable[[bytes, Any], Awaitable[Any]]:
+        admit, echo_headers = self.admit, self._echo_unary_headers
+
+        async def serve(request: bytes, context: Any) -> Any:
+            call = admit(name, context)
+            if call.echo:
+                await send_echo(context, call.echo, headers=echo_headers)
+            return await behavior(_parse(parse, request), call, context)
+
+        return serve
+
+    def _stream(
+        self, name: str, parse: Parse, behavior: StreamBehavior
+    ) -> Callable[[bytes, Any], Awaitable[AsyncIterator[Any]]]:
+        admit = self.admit
+
+        async def open_stream(request: bytes, context: Any) -> AsyncIterator[Any]:
+            call = admit(name, context)
+            if call.echo:
+                await send_echo(context, call.echo, headers=True)
+            return behavior(_parse(parse, request), call, context)
+
+        return open_stream
+
+
+def _parse(parse: Parse, request: bytes) -> Any:
+    # grpc.aio would answer a request that fails to parse itself, with UNKNOWN and the exception text.
+    try:
+        return parse(request)
+    except Exception:
+        raise InvalidRequestError("the request is not a valid message of this method's request type") from None

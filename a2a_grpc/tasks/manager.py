@@ -1,162 +1,88 @@
 """The task manager: owns task state, runs the agent, persists every change and fans events out.
 
-Data path of a message: the servicer calls `submit`, which creates (or resumes) the task, records the
-incoming message and starts the agent in its own asyncio task, so a client that goes away never
-cancels the work. Every event the agent publishes is applied to the live Task, written to the store
-as a delta, and pushed to each subscriber of the task in order. Callers wait on the run
-(`TaskRun.settled`) and on the last write (`durable`) before they acknowledge anything.
+Data path of a message: the servicer calls `submit`, which takes the message into a new or existing
+task and starts the agent in its own asyncio task, so a client that goes away never cancels the work.
+Every event the agent publishes is applied to the live Task, written to the store as a delta, and
+pushed to each subscriber of the task in order. Callers wait on the run (`TaskRun.settled`) and on
+the last write (`durable`) before they acknowledge anything. Every read goes through here too, so
+that what a caller may see is decided in one place (`_visible`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
-import time
-from collections import deque
-from collections.abc import AsyncIterator
 
-from google.protobuf import timestamp_pb2
-
-from a2a_grpc.agent import AgentExecutor, EventPublisher, RequestContext
+from a2a_grpc.agent import AgentExecutor, EventPublisher, PublisherError, RequestContext
 from a2a_grpc.artifacts import apply_artifact_chunk
-from a2a_grpc.call import CallState
+from a2a_grpc.call import CallContext
 from a2a_grpc.errors import (
     A2AError,
     InvalidRequestError,
+    PushNotificationConfigNotFoundError,
     TaskNotCancelableError,
     TaskNotFoundError,
     UnsupportedOperationError,
 )
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.ids import new_id
-from a2a_grpc.store.base import TaskStore, TaskWrite
+from a2a_grpc.store.base import InvalidPageTokenError, TaskPage, TaskQuery, TaskStore, TaskWrite
+from a2a_grpc.tasks.live import (
+    INTERRUPTED_STATES,
+    SETTLED_STATES,
+    TERMINAL_STATES,
+    LiveTask,
+    Subscriber,
+    TaskState,
+    copy_task,
+    now_timestamp,
+    wait_durable,
+)
 
 log = logging.getLogger(__name__)
 
-TaskState = a2a_pb2.TaskState
-TERMINAL_STATES = frozenset(
-    {
-        TaskState.TASK_STATE_COMPLETED,
-        TaskState.TASK_STATE_FAILED,
-        TaskState.TASK_STATE_CANCELED,
-        TaskState.TASK_STATE_REJECTED,
-    }
-)
-INTERRUPTED_STATES = frozenset({TaskState.TASK_STATE_INPUT_REQUIRED, TaskState.TASK_STATE_AUTH_REQUIRED})
-SETTLED_STATES = TERMINAL_STATES | INTERRUPTED_STATES
-
-# How many undelivered events one subscriber may fall behind before it is dropped.
-SUBSCRIBER_QUEUE_LIMIT = 10_000
 # How long CancelTask waits for the agent's own cancel handler before canceling the task itself.
 CANCEL_GRACE_SECONDS = 5.0
 
-StreamItem = tuple[bytes, asyncio.Future[None] | None]  # an encoded StreamResponse, and its write
-
-
-def now_timestamp() -> timestamp_pb2.Timestamp:
-    ns = time.time_ns()
-    return timestamp_pb2.Timestamp(seconds=ns // 1_000_000_000, nanos=ns % 1_000_000_000)
-
-
-async def wait_durable(write: asyncio.Future[None] | None) -> None:
-    """Wait for a store write without letting this caller's cancellation cancel it for everyone else."""
-    if write is None:
-        return
-    if write.done():
-        write.result()
-        return
-    await asyncio.shield(write)
-
-
-class SubscriberOverflowError(Exception):
-    """A subscriber fell more than SUBSCRIBER_QUEUE_LIMIT events behind."""
-
-
-class Subscriber:
-    """One stream's view of a task's events: an ordered queue that ends when the task settles."""
-
-    __slots__ = ("_closed", "_items", "_overflowed", "_waiter", "close_on_interrupt")
-
-    def __init__(self, close_on_interrupt: bool) -> None:
-        self._items: deque[StreamItem] = deque()
-        self._waiter: asyncio.Future[None] | None = None
-        self._closed = False
-        self._overflowed = False
-        self.close_on_interrupt = close_on_interrupt
-
-    def push(self, item: StreamItem) -> None:
-        if self._closed:
-            return
-        if len(self._items) >= SUBSCRIBER_QUEUE_LIMIT:
-            self._overflowed = True
-            self.close()
-            return
-        self._items.append(item)
-        self._wake()
-
-    @property
-    def closed(self) -> bool:
-        return self._closed
-
-    def close(self) -> None:
-        self._closed = True
-        self._wake()
-
-    def _wake(self) -> None:
-        waiter = self._waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
-
-    async def events(self) -> AsyncIterator[bytes]:
-        """Each event (an encoded StreamResponse) once it is durable, in order, until the subscriber is closed."""
-        items = self._items
-        while True:
-            while items:
-                response, durable = items.popleft()
-                if durable is not None:
-                    await wait_durable(durable)
-                yield response
-            if self._closed:
-                if self._overflowed:
-                    raise SubscriberOverflowError
-                return
-            self._waiter = asyncio.get_running_loop().create_future()
-            await self._waiter
-            self._waiter = None
-
-
-class LiveTask:
-    """A task that is being worked on or watched: the authoritative Task object and its listeners."""
-
-    __slots__ = ("last_write", "owner", "pending", "run", "subscribers", "task", "version")
-
-    def __init__(self, task: a2a_pb2.Task, owner: str, version: int) -> None:
-        self.task = task
-        self.owner = owner
-        self.version = version  # of the last write handed to the store
-        self.subscribers: list[Subscriber] = []
-        self.run: TaskRun | None = None
-        self.pending: TaskWrite | None = None
-        self.last_write: asyncio.Future[None] | None = None
-
-    @property
-    def state(self) -> int:
-        return self.task.status.state
-
-    async def durable(self) -> None:
-        await wait_durable(self.last_write)
-
 
 class TaskRun:
-    """One execution of the agent for one accepted message."""
+    """One execution of the agent for one accepted message; the agent's publisher records into it.
 
-    __slots__ = ("context", "live", "runner", "settled")
+    `opened` resolves when the call's answer begins: None once the task is shown (the agent published
+    something, or the caller wanted the task at once), or the agent's reply Message. `snapshot` is the
+    task as a stream shows it first, taken when the task was shown to a run with subscribers.
+    """
 
-    def __init__(self, live: LiveTask, context: RequestContext) -> None:
+    __slots__ = ("_manager", "context", "live", "opened", "reply", "runner", "settled", "snapshot")
+
+    def __init__(self, manager: TaskManager, live: LiveTask, context: RequestContext) -> None:
+        loop = asyncio.get_running_loop()
+        self._manager = manager
         self.live = live
         self.context = context
-        self.settled: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.opened: asyncio.Future[a2a_pb2.Message | None] = loop.create_future()
+        self.settled: asyncio.Future[None] = loop.create_future()
         self.runner: asyncio.Task[None] | None = None
+        self.reply: a2a_pb2.Message | None = None
+        self.snapshot: a2a_pb2.Task | None = None
+
+    @property
+    def task_id(self) -> str:
+        return self.live.task.id
+
+    @property
+    def context_id(self) -> str:
+        return self.live.task.context_id
+
+    def record_status(self, state: a2a_pb2.TaskState, message: a2a_pb2.Message | None) -> None:
+        self._manager.record_status(self, state, message)
+
+    def record_artifact(self, artifact: a2a_pb2.Artifact, append: bool, last_chunk: bool) -> None:
+        self._manager.record_artifact(self, artifact, append, last_chunk)
+
+    def record_reply(self, message: a2a_pb2.Message) -> None:
+        self._manager.record_reply(self, message)
 
 
 class TaskManager:
@@ -168,71 +94,104 @@ class TaskManager:
 
     # ---- reads -------------------------------------------------------------------------------
 
-    async def get_task(self, task_id: str, owner: str) -> a2a_pb2.Task:
+    async def get_task(self, task_id: str, call: CallContext) -> a2a_pb2.Task:
         """The task as far as it is durable: nothing a crash could still take back."""
         live = self._live.get(task_id)
         if live is not None:
-            if live.owner != owner:
-                raise TaskNotFoundError(f"task {task_id} not found", metadata={"taskId": task_id})
+            _check_visible(task_id, live.owner, call, live.shown)
             write = live.last_write
             if write is None or write.done():
                 return live.task
-            snapshot = a2a_pb2.Task()
-            snapshot.CopyFrom(live.task)
+            snapshot = copy_task(live.task)
             await wait_durable(write)
             return snapshot
-        task = await self.store.get_task(task_id, owner)
+        task = await self.store.get_task(task_id, call.principal)
         if task is None:
-            raise TaskNotFoundError(f"task {task_id} not found", metadata={"taskId": task_id})
+            raise _not_found(task_id)
         return task
 
-    async def _live_task(self, task_id: str, owner: str) -> LiveTask:
+    async def list_tasks(self, query: TaskQuery, call: CallContext) -> TaskPage:
+        """One page of the caller's tasks (the query's owner is the caller, whatever it said)."""
+        try:
+            return await self.store.list_tasks(dataclasses.replace(query, owner=call.principal))
+        except InvalidPageTokenError:
+            raise _bad_page_token() from None
+
+    async def _live_task(self, task_id: str, call: CallContext) -> LiveTask:
         """The live entry of a task, loaded from the store if nobody works on or watches it.
 
         A caller that loads one and then refuses the request hands it back with `_release`.
         """
         live = self._live.get(task_id)
         if live is None:
-            task = await self.store.get_task(task_id, owner)
+            task = await self.store.get_task(task_id, call.principal)
             version = None if task is None else await self.store.task_version(task_id)
             live = self._live.get(task_id)  # another call may have loaded it meanwhile
             if live is None:
                 if task is None or version is None:
-                    raise TaskNotFoundError(f"task {task_id} not found", metadata={"taskId": task_id})
-                live = self._live[task_id] = LiveTask(task, owner, version)
-        if live.owner != owner:
-            raise TaskNotFoundError(f"task {task_id} not found", metadata={"taskId": task_id})
+                    raise _not_found(task_id)
+                live = self._live[task_id] = LiveTask(task, call.principal, version)
+        _check_visible(task_id, live.owner, call, live.shown)
         return live
+
+    # ---- push notification configs -------------------------------------------------------------
+
+    async def put_push_config(
+        self, config: a2a_pb2.TaskPushNotificationConfig, call: CallContext
+    ) -> a2a_pb2.TaskPushNotificationConfig:
+        """Create or replace a config of a task the caller sees; a config without an id gets one."""
+        await self.get_task(config.task_id, call)
+        config.id = config.id or new_id()
+        await self.store.put_push_config(call.principal, config)
+        return config
+
+    async def get_push_config(
+        self, task_id: str, config_id: str, call: CallContext
+    ) -> a2a_pb2.TaskPushNotificationConfig:
+        await self.get_task(task_id, call)
+        config = await self.store.get_push_config(call.principal, task_id, config_id)
+        if config is None:
+            raise _config_not_found(task_id, config_id)
+        return config
+
+    async def list_push_configs(
+        self, task_id: str, page_size: int, page_token: str, call: CallContext
+    ) -> tuple[list[a2a_pb2.TaskPushNotificationConfig], str]:
+        await self.get_task(task_id, call)
+        try:
+            return await self.store.list_push_configs(call.principal, task_id, page_size, page_token)
+        except InvalidPageTokenError:
+            raise _bad_page_token() from None
+
+    async def delete_push_config(self, task_id: str, config_id: str, call: CallContext) -> None:
+        await self.get_task(task_id, call)
+        if not await self.store.delete_push_config(call.principal, task_id, config_id):
+            raise _config_not_found(task_id, config_id)
 
     # ---- messages ----------------------------------------------------------------------------
 
     async def submit(
         self,
         request: a2a_pb2.SendMessageRequest,
-        call: CallState,
+        call: CallContext,
         subscriber: Subscriber | None = None,
     ) -> TaskRun:
         """Accept the request's message into a new or existing task and start the agent on it."""
         message = request.message
         created = not message.task_id
-        live = self._create(message, call.caller) if created else await self._resume(message, call.caller)
-        context = RequestContext(
-            message,
-            live.task,
-            call,
-            request.metadata if request.HasField("metadata") else None,
-        )
-        run = live.run = TaskRun(live, context)
+        live = self._create(message, call.principal) if created else await self._resume(message, call)
+        metadata = request.metadata if request.HasField("metadata") else None
+        run = live.run = TaskRun(self, live, RequestContext(message, live.task, call, metadata))
         if subscriber is not None:
             live.subscribers.append(subscriber)
+        if not created:
+            self._show(run)
+        elif request.configuration.return_immediately:
+            self._pending_write(live)  # shows the task now: the caller wants its id at once
         runner = asyncio.get_running_loop().create_task(self._execute(run))
         run.runner = runner
         self._runs.add(runner)
         runner.add_done_callback(lambda _: self._run_finished(run))
-        if created:
-            # Queued after the agent's first step, so what the agent does straight away (an echo agent:
-            # everything) is in the task's first write.
-            self._pending_write(live).task = live.task
         return run
 
     def _create(self, message: a2a_pb2.Message, owner: str) -> LiveTask:
@@ -249,8 +208,8 @@ class TaskManager:
         live = self._live[task_id] = LiveTask(task, owner, 0)
         return live
 
-    async def _resume(self, message: a2a_pb2.Message, owner: str) -> LiveTask:
-        live = await self._live_task(message.task_id, owner)
+    async def _resume(self, message: a2a_pb2.Message, call: CallContext) -> LiveTask:
+        live = await self._live_task(message.task_id, call)
         try:
             _check_resumable(live, message)
         except A2AError:
@@ -260,40 +219,82 @@ class TaskManager:
         self._set_status(live, TaskState.TASK_STATE_WORKING, None, message)
         return live
 
+    def _show(self, run: TaskRun) -> None:
+        """The task of `run` is shown from now on: the call's answer will be a task."""
+        if run.opened.done():
+            return
+        if run.live.subscribers:
+            run.snapshot = copy_task(run.live.task)
+        run.opened.set_result(None)
+
     # ---- events from the agent ---------------------------------------------------------------
 
-    def record_status(self, run: TaskRun, state: int, message: a2a_pb2.Message | None) -> None:
+    def _check_publishing(self, run: TaskRun) -> LiveTask:
         live = run.live
-        if live.run is not run or live.state in TERMINAL_STATES:
-            raise InvalidRequestError("the task is no longer being worked on by this agent run")
+        if live.run is not run:
+            raise PublisherError(f"the agent's run on task {live.task.id} is over: it can publish nothing more")
+        if live.state in TERMINAL_STATES:
+            raise PublisherError(f"task {live.task.id} is already {TaskState.Name(live.state)}")
+        return live
+
+    def record_status(self, run: TaskRun, state: a2a_pb2.TaskState, message: a2a_pb2.Message | None) -> None:
+        live = self._check_publishing(run)
         self._set_status(live, state, message)
         if state in SETTLED_STATES:
             self._settle(run, state)
 
+    def record_artifact(self, run: TaskRun, artifact: a2a_pb2.Artifact, append: bool, last_chunk: bool) -> None:
+        live = self._check_publishing(run)
+        task = live.task
+        self._pending_write(live).artifacts.append((artifact, append))
+        apply_artifact_chunk(task.artifacts, artifact, append)
+        if live.subscribers:
+            event = a2a_pb2.TaskArtifactUpdateEvent(
+                task_id=task.id, context_id=task.context_id, artifact=artifact, append=append, last_chunk=last_chunk
+            )
+            self._publish(live, a2a_pb2.StreamResponse(artifact_update=event))
+
+    def record_reply(self, run: TaskRun, message: a2a_pb2.Message) -> None:
+        """The agent answers with `message` instead of a task: the task is dropped, never stored."""
+        live = self._check_publishing(run)
+        if run.opened.done():
+            raise PublisherError(
+                f"reply() must come before anything else is published for task {live.task.id}, "
+                "and only for a new message the caller did not ask to return at once"
+            )
+        message.task_id = ""
+        message.context_id = live.task.context_id
+        run.reply = message
+        run.opened.set_result(message)
+        for subscriber in live.subscribers:
+            subscriber.close()
+        live.subscribers.clear()
+        live.run = None
+        del self._live[live.task.id]
+        run.settled.set_result(None)
+
     def _set_status(
         self,
         live: LiveTask,
-        state: int,
+        state: a2a_pb2.TaskState,
         message: a2a_pb2.Message | None,
         user_message: a2a_pb2.Message | None = None,
     ) -> None:
         """Apply, persist and publish a new status; its message (and a user message) join the history."""
+        write = self._pending_write(live)
         task = live.task
-        status = a2a_pb2.TaskStatus(state=state, timestamp=now_timestamp())  # type: ignore[arg-type]
-        history: tuple[a2a_pb2.Message, ...] = ()
+        status = a2a_pb2.TaskStatus(state=state, timestamp=now_timestamp())
         if user_message is not None:
             task.history.append(user_message)
-            history = (user_message,)
+            write.history.append(user_message)
         if message is not None:
             message.task_id = task.id
             message.context_id = task.context_id
             status.message.CopyFrom(message)
             task.history.append(message)
-            history = (*history, message)
+            write.history.append(message)
         task.status.CopyFrom(status)
-        write = self._pending_write(live)
         write.status = status
-        write.history.extend(history)
         if live.subscribers:
             event = a2a_pb2.TaskStatusUpdateEvent(task_id=task.id, context_id=task.context_id, status=status)
             self._publish(live, a2a_pb2.StreamResponse(status_update=event))
@@ -302,29 +303,21 @@ class TaskManager:
                 subscriber.close()
             live.subscribers.clear()
 
-    def record_artifact(self, run: TaskRun, artifact: a2a_pb2.Artifact, append: bool, last_chunk: bool) -> None:
-        live = run.live
-        if live.run is not run or live.state in TERMINAL_STATES:
-            raise InvalidRequestError("the task is no longer being worked on by this agent run")
-        task = live.task
-        apply_artifact_chunk(task.artifacts, artifact, append)
-        self._pending_write(live).artifacts.append((artifact, append))
-        if live.subscribers:
-            event = a2a_pb2.TaskArtifactUpdateEvent(
-                task_id=task.id, context_id=task.context_id, artifact=artifact, append=append, last_chunk=last_chunk
-            )
-            self._publish(live, a2a_pb2.StreamResponse(artifact_update=event))
-
     def _pending_write(self, live: LiveTask) -> TaskWrite:
-        """The write collecting this task's changes of the current event-loop turn.
+        """The write collecting this task's changes of the current event-loop turn, opened before a
+        change is applied (the first one shows the task, and a stream's snapshot precedes it).
 
         Changes made in one turn (a new task, its artifact and its completion, say) reach the store
         as one versioned write at the end of the turn; `live.last_write` resolves once it is durable.
         """
         write = live.pending
         if write is None:
+            if not live.shown and live.run is not None:
+                self._show(live.run)
             live.version += 1
             write = live.pending = TaskWrite(live.task.id, live.version, owner=live.owner)
+            if live.version == 1:
+                write.task = live.task  # a create: the task as it stands at the flush holds every change
             loop = asyncio.get_running_loop()
             live.last_write = loop.create_future()
             loop.call_soon(self._flush, live)
@@ -334,7 +327,7 @@ class TaskManager:
         write, durable = live.pending, live.last_write
         live.pending = None
         assert write is not None and durable is not None
-        if write.task is not None:  # a create: the task as it stands now holds every change since
+        if write.task is not None:
             write.history.clear()
             write.artifacts.clear()
         self.store.apply(write).add_done_callback(lambda stored: self._stored(live, durable, stored))
@@ -368,7 +361,7 @@ class TaskManager:
 
     async def _execute(self, run: TaskRun) -> None:
         live = run.live
-        publisher = EventPublisher(self, run)
+        publisher = EventPublisher(run)
         try:
             await self.executor.execute(run.context, publisher)
         except asyncio.CancelledError:  # only shutdown cancels a run that CancelTask did not settle
@@ -421,11 +414,11 @@ class TaskManager:
     # ---- subscribe and cancel ----------------------------------------------------------------
 
     async def subscribe(
-        self, task_id: str, owner: str
+        self, task_id: str, call: CallContext
     ) -> tuple[a2a_pb2.Task, asyncio.Future[None] | None, Subscriber, LiveTask]:
         """A subscriber to a non-terminal task, with the snapshot its stream begins with and the write
         that snapshot must wait for."""
-        live = await self._live_task(task_id, owner)
+        live = await self._live_task(task_id, call)
         if live.state in TERMINAL_STATES:
             self._release(live)
             raise UnsupportedOperationError(
@@ -433,9 +426,7 @@ class TaskManager:
             )
         subscriber = Subscriber(close_on_interrupt=False)
         live.subscribers.append(subscriber)
-        snapshot = a2a_pb2.Task()
-        snapshot.CopyFrom(live.task)
-        return snapshot, live.last_write, subscriber, live
+        return copy_task(live.task), live.last_write, subscriber, live
 
     async def unsubscribe(self, live: LiveTask, subscriber: Subscriber) -> None:
         subscriber.close()
@@ -443,8 +434,8 @@ class TaskManager:
             live.subscribers.remove(subscriber)
         self._release(live)
 
-    async def cancel(self, task_id: str, owner: str) -> a2a_pb2.Task:
-        live = await self._live_task(task_id, owner)
+    async def cancel(self, task_id: str, call: CallContext) -> a2a_pb2.Task:
+        live = await self._live_task(task_id, call)
         if live.state in TERMINAL_STATES:
             self._release(live)
             raise TaskNotCancelableError(
@@ -463,7 +454,7 @@ class TaskManager:
         run.context.request_cancel()
         try:
             async with asyncio.timeout(CANCEL_GRACE_SECONDS):
-                await self.executor.cancel(run.context, EventPublisher(self, run))
+                await self.executor.cancel(run.context, EventPublisher(run))
         except Exception:
             log.exception("agent cancel handler failed on task %s", run.live.task.id)
         if run.live.state not in TERMINAL_STATES and run.live.run is run:
@@ -476,7 +467,7 @@ class TaskManager:
         """Fail the tasks a previous process left running: no agent works on them any more."""
         orphans = await self.store.running_tasks()
         for task_id, owner in orphans:
-            live = await self._live_task(task_id, owner)
+            live = await self._live_task(task_id, CallContext(principal=owner))
             message = a2a_pb2.Message(message_id=new_id(), role=a2a_pb2.ROLE_AGENT)
             self._set_status(live, TaskState.TASK_STATE_FAILED, _stopped_message(message))
             await live.durable()
@@ -493,6 +484,13 @@ class TaskManager:
         for live in list(self._live.values()):
             for subscriber in live.subscribers:
                 subscriber.close()
+
+
+def _check_visible(task_id: str, owner: str, call: CallContext, shown: bool) -> None:
+    """The one place that decides whether a caller may see a task: a task another caller owns, or one
+    not shown yet, does not exist for them (never PERMISSION_DENIED, which would leak its existence)."""
+    if owner != call.principal or not shown:
+        raise _not_found(task_id)
 
 
 def _check_resumable(live: LiveTask, message: a2a_pb2.Message) -> None:
@@ -517,19 +515,16 @@ def _stopped_message(message: a2a_pb2.Message) -> a2a_pb2.Message:
     return message
 
 
-def task_view(task: a2a_pb2.Task, history_length: int | None, include_artifacts: bool = True) -> a2a_pb2.Task:
-    """`task` as a response should show it; the same object when nothing needs trimming."""
-    trim_history = history_length is not None and history_length < len(task.history)
-    drop_artifacts = not include_artifacts and len(task.artifacts) > 0
-    if not trim_history and not drop_artifacts:
-        return task
-    view = a2a_pb2.Task(id=task.id, context_id=task.context_id, status=task.status)
-    if task.HasField("metadata"):
-        view.metadata.CopyFrom(task.metadata)
-    if not drop_artifacts:
-        view.artifacts.extend(task.artifacts)
-    if history_length is None:
-        view.history.extend(task.history)
-    elif history_length > 0:
-        view.history.extend(task.history[-history_length:])
-    return view
+def _not_found(task_id: str) -> TaskNotFoundError:
+    return TaskNotFoundError(f"task {task_id} not found", metadata={"taskId": task_id})
+
+
+def _bad_page_token() -> InvalidRequestError:
+    return InvalidRequestError("invalid page_token", violations=[("page_token", "is not a token this server issued")])
+
+
+def _config_not_found(task_id: str, config_id: str) -> PushNotificationConfigNotFoundError:
+    return PushNotificationConfigNotFoundError(
+        f"task {task_id} has no push notification config {config_id}",
+        metadata={"taskId": task_id, "configId": config_id},
+    )

@@ -1,0 +1,20 @@
+"""The A2A wire constants that the server and the client both use."""
+
+from __future__ import annotations
+
+from a2a_grpc.generated import a2a_pb2
+
+A2A_SERVICE = a2a_pb2.DESCRIPTOR.services_by_name["A2AService"]
+SERVICE_NAME = A2A_SERVICE.full_name  # lf.a2a.v1.A2AService
+A2A_METHOD_PREFIX = f"/{SERVICE_NAME}/"
+
+VERSION_HEADER = "a2a-version"
+EXTENSIONS_HEADER = "a2a-extensions"
+AUTHORIZATION_HEADER = "authorization"
+
+AGENT_CARD_PATH = "/.well-known/agent-card.json"
+
+
+def is_a2a_method(method: str) -> bool:
+    """Whether a full method path (`/package.Service/Method`) names an A2AService RPC."""
+    return method.startswith(A2A_METHOD_PREFIX)

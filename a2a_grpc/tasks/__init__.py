@@ -1,0 +1,24 @@
+"""Tasks: the manager that owns them, and the live state of the ones being worked on or watched."""
+
+from a2a_grpc.tasks.live import (
+    TERMINAL_STATES,
+    LiveTask,
+    Subscriber,
+    SubscriberOverflowError,
+    now_timestamp,
+    task_view,
+    wait_durable,
+)
+from a2a_grpc.tasks.manager import TaskManager, TaskRun
+
+__all__ = [
+    "TERMINAL_STATES",
+    "LiveTask",
+    "Subscriber",
+    "SubscriberOverflowError",
+    "TaskManager",
+    "TaskRun",
+    "now_timestamp",
+    "task_view",
+    "wait_durable",
+]

@@ -1,0 +1,161 @@
+"""A task being worked on or watched: its authoritative Task object, its subscribers, its pending write."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
+
+from google.protobuf import timestamp_pb2
+
+from a2a_grpc.generated import a2a_pb2
+from a2a_grpc.store.base import TaskWrite
+
+if TYPE_CHECKING:
+    from a2a_grpc.tasks.manager import TaskRun
+
+TaskState = a2a_pb2.TaskState
+TERMINAL_STATES = frozenset(
+    {
+        TaskState.TASK_STATE_COMPLETED,
+        TaskState.TASK_STATE_FAILED,
+        TaskState.TASK_STATE_CANCELED,
+        TaskState.TASK_STATE_REJECTED,
+    }
+)
+INTERRUPTED_STATES = frozenset({TaskState.TASK_STATE_INPUT_REQUIRED, TaskState.TASK_STATE_AUTH_REQUIRED})
+SETTLED_STATES = TERMINAL_STATES | INTERRUPTED_STATES
+
+# How many undelivered events one subscriber may fall behind before it is dropped.
+SUBSCRIBER_QUEUE_LIMIT = 10_000
+
+StreamItem = tuple[bytes, asyncio.Future[None] | None]  # an encoded StreamResponse, and its write
+
+
+def now_timestamp() -> timestamp_pb2.Timestamp:
+    ns = time.time_ns()
+    return timestamp_pb2.Timestamp(seconds=ns // 1_000_000_000, nanos=ns % 1_000_000_000)
+
+
+async def wait_durable(write: asyncio.Future[None] | None) -> None:
+    """Wait for a store write without letting this caller's cancellation cancel it for everyone else."""
+    if write is None:
+        return
+    if write.done():
+        write.result()
+        return
+    await asyncio.shield(write)
+
+
+def copy_task(task: a2a_pb2.Task) -> a2a_pb2.Task:
+    copy = a2a_pb2.Task()
+    copy.CopyFrom(task)
+    return copy
+
+
+class SubscriberOverflowError(Exception):
+    """A subscriber fell more than SUBSCRIBER_QUEUE_LIMIT events behind."""
+
+
+class Subscriber:
+    """One stream's view of a task's events: an ordered queue that ends when the task settles."""
+
+    __slots__ = ("_closed", "_items", "_overflowed", "_waiter", "close_on_interrupt")
+
+    def __init__(self, close_on_interrupt: bool) -> None:
+        self._items: deque[StreamItem] = deque()
+        self._waiter: asyncio.Future[None] | None = None
+        self._closed = False
+        self._overflowed = False
+        self.close_on_interrupt = close_on_interrupt
+
+    def push(self, item: StreamItem) -> None:
+        if self._closed:
+            return
+        if len(self._items) >= SUBSCRIBER_QUEUE_LIMIT:
+            self._overflowed = True
+            self.close()
+            return
+        self._items.append(item)
+        self._wake()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def close(self) -> None:
+        self._closed = True
+        self._wake()
+
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    async def events(self) -> AsyncIterator[bytes]:
+        """Each event (an encoded StreamResponse) once it is durable, in order, until the subscriber is closed."""
+        items = self._items
+        while True:
+            while items:
+                response, durable = items.popleft()
+                if durable is not None:
+                    await wait_durable(durable)
+                yield response
+            if self._closed:
+                if self._overflowed:
+                    raise SubscriberOverflowError
+                return
+            self._waiter = asyncio.get_running_loop().create_future()
+            await self._waiter
+            self._waiter = None
+
+
+class LiveTask:
+    """A task that is being worked on or watched: the authoritative Task object and its listeners.
+
+    `version` is that of the last write handed to the store; 0 means none yet: the task of a new
+    message is not shown to anyone, nor stored, until its agent first publishes something (or the
+    caller asked for it at once), so that an agent may answer with a Message instead.
+    """
+
+    __slots__ = ("last_write", "owner", "pending", "run", "subscribers", "task", "version")
+
+    def __init__(self, task: a2a_pb2.Task, owner: str, version: int) -> None:
+        self.task = task
+        self.owner = owner
+        self.version = version
+        self.subscribers: list[Subscriber] = []
+        self.run: TaskRun | None = None
+        self.pending: TaskWrite | None = None
+        self.last_write: asyncio.Future[None] | None = None
+
+    @property
+    def state(self) -> int:
+        return self.task.status.state
+
+    @property
+    def shown(self) -> bool:
+        return self.version > 0
+
+    async def durable(self) -> None:
+        await wait_durable(self.last_write)
+
+
+def task_view(task: a2a_pb2.Task, history_length: int | None, include_artifacts: bool = True) -> a2a_pb2.Task:
+    """`task` as a response should show it; the same object when nothing needs trimming."""
+    trim_history = history_length is not None and history_length < len(task.history)
+    drop_artifacts = not include_artifacts and len(task.artifacts) > 0
+    if not trim_history and not drop_artifacts:
+        return task
+    view = a2a_pb2.Task(id=task.id, context_id=task.context_id, status=task.status)
+    if task.HasField("metadata"):
+        view.metadata.CopyFrom(task.metadata)
+    if not drop_artifacts:
+        view.artifacts.extend(task.artifacts)
+    if history_length is None:
+        view.history.extend(task.history)
+    elif history_length > 0:
+        view.history.extend(task.history[-history_length:])
+    return view
