@@ -47,7 +47,7 @@ class RequestContext:
         self.task = task  # read-only for the agent: the server keeps it current
         self.call = call
         self.request_metadata = request_metadata  # the SendMessageRequest.metadata Struct, if any
-        self._cancel_requested = asyncio.Event()
+        self._cancel_requested: asyncio.Event | None = None  # made when first needed: most calls never are
 
     @property
     def task_id(self) -> str:
@@ -68,13 +68,18 @@ class RequestContext:
 
     @property
     def cancel_requested(self) -> bool:
-        return self._cancel_requested.is_set()
+        return self._cancel_requested is not None and self._cancel_requested.is_set()
 
     async def wait_cancel_requested(self) -> None:
-        await self._cancel_requested.wait()
+        await self._cancel_event().wait()
 
     def request_cancel(self) -> None:
-        self._cancel_requested.set()
+        self._cancel_event().set()
+
+    def _cancel_event(self) -> asyncio.Event:
+        if self._cancel_requested is None:
+            self._cancel_requested = asyncio.Event()
+        return self._cancel_requested
 
     def text(self) -> str:
         """The text parts of the incoming message, joined with newlines."""

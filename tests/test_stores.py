@@ -153,6 +153,26 @@ async def test_create_and_get(store: TaskStore) -> None:
     assert await store.get_task("missing", OWNER) is None
 
 
+async def test_the_store_holds_what_was_written_not_the_writers_objects(store: TaskStore) -> None:
+    """Only a write changes a stored task: mutating the objects a write carried, or a task read back,
+    leaves it as it was (the memory store keeps copies and applies deltas, as SQLite does)."""
+    manager = Manager(store)
+    created = await manager.create("t1", history=[message("hi")])
+    extra = message("not written")
+    created.history.append(extra)
+    created.status.state = a2a_pb2.TASK_STATE_FAILED
+    read = await store.get_task("t1", OWNER)
+    assert read is not None
+    read.artifacts.append(artifact("z", "not written either"))
+    update = message("written")
+    await manager.update("t1", state=WORKING, history=[update])
+    update.parts[0].text = "changed after the write"
+    stored = await store.get_task("t1", OWNER)
+    assert stored is not None
+    assert [m.parts[0].text for m in stored.history] == ["hi", "written"]
+    assert (stored.status.state, list(stored.artifacts)) == (WORKING, [])
+
+
 async def test_owner_scoping(store: TaskStore) -> None:
     manager = Manager(store)
     await manager.create("mine")

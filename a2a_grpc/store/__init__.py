@@ -40,5 +40,4 @@ def open_store(url: str) -> TaskStore:
         if not path:
             raise ValueError(f"store URL {url!r} names no file; accepted forms: {_ACCEPTED}")
         return SqliteStore(path)
-    # A PostgreSQL store ("postgresql://...") is planned; it will be recognized here.
     raise ValueError(f"unsupported store URL {url!r}; accepted forms: {_ACCEPTED}")

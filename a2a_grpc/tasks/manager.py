@@ -330,7 +330,11 @@ class TaskManager:
         if write.task is not None:
             write.history.clear()
             write.artifacts.clear()
-        self.store.apply(write).add_done_callback(lambda stored: self._stored(live, durable, stored))
+        stored = self.store.apply(write)
+        if stored.done():  # an in-memory store: no need to wait for another loop turn
+            self._stored(live, durable, stored)
+        else:
+            stored.add_done_callback(lambda stored: self._stored(live, durable, stored))
 
     def _stored(self, live: LiveTask, durable: asyncio.Future[None], stored: asyncio.Future[None]) -> None:
         error = stored.exception()

@@ -1,0 +1,130 @@
+"""The agent API over a real server: answering with a Message instead of a task, and publisher misuse."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import grpc
+import pytest
+from conftest import V1, StartServer, send_request
+from rpc_helpers import Stub, make_stub, read_all
+
+from a2a_grpc.agent import EventPublisher, PublisherError, RequestContext
+from a2a_grpc.errors import A2AError
+from a2a_grpc.generated import a2a_pb2
+
+TaskState = a2a_pb2.TaskState
+
+
+class ReplyingAgent:
+    """Answers every message with a Message, after an await that really suspends (as a model call would)."""
+
+    async def execute(self, context: RequestContext, events: EventPublisher) -> None:
+        await asyncio.sleep(0.01)
+        await events.reply(f"you said: {context.text()}")
+
+    async def cancel(self, context: RequestContext, events: EventPublisher) -> None:
+        await events.canceled()
+
+
+class MisusingAgent:
+    """Misuses its publisher in the way the message names, and records what the misuse raised."""
+
+    def __init__(self) -> None:
+        self.raised: list[BaseException] = []
+
+    async def execute(self, context: RequestContext, events: EventPublisher) -> None:
+        try:
+            if context.text() == "reply after working":
+                await events.working()
+                await events.reply("too late")
+            elif context.text() == "publish after completing":
+                await events.complete()
+                await events.artifact(text="after the end")
+        except PublisherError as error:
+            self.raised.append(error)
+            raise
+        await events.complete()
+
+    async def cancel(self, context: RequestContext, events: EventPublisher) -> None:
+        await events.canceled()
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    return "memory" if request.param == "memory" else f"sqlite:///{tmp_path}/tasks.db"
+
+
+@pytest.fixture
+async def replying_stub(start_server: StartServer, store_url: str) -> AsyncIterator[Stub]:
+    server = await start_server(agent=ReplyingAgent(), store_url=store_url)
+    async with grpc.aio.insecure_channel(server.grpc_target) as channel:
+        yield make_stub(channel)
+
+
+async def assert_no_task_stored(stub: Stub) -> None:
+    listed = await stub.ListTasks(a2a_pb2.ListTasksRequest(), metadata=V1)
+    assert (listed.total_size, list(listed.tasks)) == (0, [])
+
+
+async def test_an_agent_replying_with_a_message_makes_send_message_return_it(replying_stub: Stub) -> None:
+    request = send_request("hi")
+    request.message.context_id = "c1"
+    response = await replying_stub.SendMessage(request, metadata=V1)
+    assert response.WhichOneof("payload") == "message"
+    reply = response.message
+    assert [part.text for part in reply.parts] == ["you said: hi"]
+    assert (reply.role, reply.task_id, reply.context_id) == (a2a_pb2.ROLE_AGENT, "", "c1")
+    await assert_no_task_stored(replying_stub)
+
+
+async def test_a_stream_carries_the_reply_as_its_single_event(replying_stub: Stub) -> None:
+    events = await read_all(replying_stub.SendStreamingMessage(send_request("streamed"), metadata=V1))
+    assert [event.WhichOneof("payload") for event in events] == ["message"]
+    assert [part.text for part in events[0].message.parts] == ["you said: streamed"]
+    await assert_no_task_stored(replying_stub)
+
+
+async def test_the_echo_agent_still_answers_with_a_task(start_server: StartServer) -> None:
+    server = await start_server()
+    async with grpc.aio.insecure_channel(server.grpc_target) as channel:
+        response = await make_stub(channel).SendMessage(send_request("echo"), metadata=V1)
+    assert response.WhichOneof("payload") == "task"
+    assert response.task.status.state == TaskState.TASK_STATE_COMPLETED
+
+
+@pytest.mark.parametrize("misuse", ["reply after working", "publish after completing"])
+async def test_misusing_the_publisher_is_a_programming_error_not_a_wire_error(
+    misuse: str, start_server: StartServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    agent = MisusingAgent()
+    server = await start_server(agent=agent)
+    async with grpc.aio.insecure_channel(server.grpc_target) as channel:
+        stub = make_stub(channel)
+        with caplog.at_level(logging.ERROR):
+            response = await stub.SendMessage(send_request(misuse), metadata=V1)
+    assert [type(error) for error in agent.raised] == [PublisherError]
+    assert isinstance(agent.raised[0], RuntimeError) and not isinstance(agent.raised[0], A2AError)
+    expected = TaskState.TASK_STATE_FAILED if misuse == "reply after working" else TaskState.TASK_STATE_COMPLETED
+    assert response.task.status.state == expected
+    if misuse == "reply after working":
+        assert any(record.exc_info and record.exc_info[0] is PublisherError for record in caplog.records)
+
+
+async def test_a_reply_cannot_follow_return_immediately(start_server: StartServer) -> None:
+    server = await start_server(agent=ReplyingAgent())
+    async with grpc.aio.insecure_channel(server.grpc_target) as channel:
+        stub = make_stub(channel)
+        configuration = a2a_pb2.SendMessageConfiguration(return_immediately=True)
+        response = await stub.SendMessage(send_request("now", configuration=configuration), metadata=V1)
+        assert response.WhichOneof("payload") == "task"  # the caller asked for the task at once
+        task_id = response.task.id
+        for _ in range(200):
+            task = await stub.GetTask(a2a_pb2.GetTaskRequest(id=task_id), metadata=V1)
+            if task.status.state == TaskState.TASK_STATE_FAILED:
+                break
+            await asyncio.sleep(0.01)
+        assert task.status.state == TaskState.TASK_STATE_FAILED
