@@ -119,7 +119,7 @@ class SilentAgent:
         await events.canceled()
 
 
-OUTCOMES: dict[str, int] = {
+OUTCOMES: dict[str, TaskState] = {
     "complete": TaskState.TASK_STATE_COMPLETED,
     "fail": TaskState.TASK_STATE_FAILED,
     "reject": TaskState.TASK_STATE_REJECTED,

@@ -80,7 +80,7 @@ async def channel(server: A2AServer) -> AsyncIterator[grpc.aio.Channel]:
 
 @pytest.fixture
 def stub(channel: grpc.aio.Channel) -> a2a_pb2_grpc.A2AServiceStub:
-    return a2a_pb2_grpc.A2AServiceStub(channel)
+    return a2a_pb2_grpc.A2AServiceStub(channel)  # type: ignore[no-untyped-call]
 
 
 def user_message(text: str = "hello", **fields: Any) -> a2a_pb2.Message:

@@ -5,13 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from conftest import BASE_CARD, StartServer
 
 from a2a_grpc.agents.relay import RelayAgent
 from a2a_grpc.client import A2AClient
 from a2a_grpc.ext import timestamp, traceability
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server import A2AServer
-from tests.conftest import BASE_CARD, StartServer
 
 BOTH = [traceability.URI, timestamp.URI]
 NEEDED = "https://example.com/ext/needed-downstream/v1"

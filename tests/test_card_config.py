@@ -10,10 +10,7 @@ from typing import Any
 
 import grpc
 import pytest
-
-from a2a_grpc.cli import add_serve_parser
-from a2a_grpc.generated import a2a_pb2
-from tests.process import (
+from process import (
     CARD,
     SERVING,
     Ports,
@@ -25,6 +22,9 @@ from tests.process import (
     send_text,
     serve_process,
 )
+
+from a2a_grpc.cli import add_serve_parser
+from a2a_grpc.generated import a2a_pb2
 
 WRITER = "a2a_grpc.agents.writer:WriterAgent"
 

@@ -9,12 +9,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from conftest import BASE_CARD, StartServer
 
 from a2a_grpc.agents.relay import RelayAgent
 from a2a_grpc.card import card_json
 from a2a_grpc.ext import timestamp
 from a2a_grpc.server import A2AServer
-from tests.conftest import BASE_CARD, StartServer
 
 REQUIRED = "https://example.com/ext/required/v1"
 CARD: dict[str, Any] = {

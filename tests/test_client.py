@@ -8,8 +8,10 @@ from typing import Any
 
 import grpc
 import pytest
+from conftest import BASE_CARD, StartServer
 from google.protobuf import any_pb2
 from google.rpc import error_details_pb2, status_pb2
+from rpc_helpers import make_stub
 
 from a2a_grpc.agent import EventPublisher, RequestContext
 from a2a_grpc.call import CallContext
@@ -22,10 +24,9 @@ from a2a_grpc.errors import (
     UnsupportedOperationError,
     VersionNotSupportedError,
 )
-from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
+from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.interceptors.client import ResponseExtensions, client_interceptors, observe_extensions, use_extensions
 from a2a_grpc.server import A2AServer
-from tests.conftest import BASE_CARD, StartServer
 
 REQUIRED = "https://example.com/ext/required/v1"
 OPTIONAL = "https://example.com/ext/optional/v1"
@@ -175,7 +176,7 @@ async def test_raw_stubs_on_an_intercepted_channel_stream_with_the_header(
 ) -> None:
     interceptors = client_interceptors(extensions=[REQUIRED, OPTIONAL])
     async with grpc.aio.insecure_channel(probe_server.grpc_target, interceptors=interceptors) as channel:
-        stub = a2a_pb2_grpc.A2AServiceStub(channel)
+        stub = make_stub(channel)
         call = stub.SendStreamingMessage(a2a_pb2.SendMessageRequest(message=text_message("raw")))
         events = [event async for event in call]
         headers = await call.initial_metadata()
@@ -191,7 +192,7 @@ async def test_observers_see_each_responses_activated_set(probe_server: A2AServe
     seen_by_callback: list[ResponseExtensions] = []
     interceptors = client_interceptors(extensions=[REQUIRED], on_response=seen_by_callback.append)
     async with grpc.aio.insecure_channel(probe_server.grpc_target, interceptors=interceptors) as channel:
-        stub = a2a_pb2_grpc.A2AServiceStub(channel)
+        stub = make_stub(channel)
         with observe_extensions() as records:
             sent = await stub.SendMessage(a2a_pb2.SendMessageRequest(message=text_message("one")))
             with use_extensions([REQUIRED, OPTIONAL]):
@@ -278,7 +279,7 @@ async def test_untyped_mode_leaves_the_grpc_error(probe_server: A2AServer) -> No
     async with grpc.aio.insecure_channel(
         probe_server.grpc_target, interceptors=client_interceptors(typed_errors=False)
     ) as channel:
-        stub = a2a_pb2_grpc.A2AServiceStub(channel)
+        stub = make_stub(channel)
         with pytest.raises(grpc.aio.AioRpcError) as raised:
             await stub.GetTask(a2a_pb2.GetTaskRequest(id="x"))
     assert raised.value.code() == grpc.StatusCode.FAILED_PRECONDITION
@@ -303,7 +304,7 @@ def _old_style_unsupported() -> tuple[tuple[str, bytes], ...]:
     return (("grpc-status-details-bin", status.SerializeToString()),)
 
 
-class _OtherPeer(grpc.GenericRpcHandler):
+class _OtherPeer(grpc.GenericRpcHandler):  # type: ignore[misc]
     """An A2A peer that echoes in trailers only, one entry per URI (as the Go SDK does), and uses the
     UNIMPLEMENTED code of spec v1.0.0."""
 

@@ -83,7 +83,7 @@ async def abort_as_named(task_id: str, context: grpc.aio.ServicerContext) -> Non
     await context.abort(code, f"{name} from the peer", rich_trailers(code, reason) if reason else ())
 
 
-class AbortingServicer(a2a_pb2_grpc.A2AServiceServicer):  # type: ignore[misc]
+class AbortingServicer(a2a_pb2_grpc.A2AServiceServicer):
     """A peer whose GetTask and SubscribeToTask fail with the status the task id names."""
 
     async def GetTask(self, request: a2a_pb2.GetTaskRequest, context: grpc.aio.ServicerContext) -> a2a_pb2.Task:
@@ -100,7 +100,7 @@ class AbortingServicer(a2a_pb2_grpc.A2AServiceServicer):  # type: ignore[misc]
 @pytest.fixture
 async def peer() -> AsyncIterator[str]:
     server = grpc.aio.server()
-    a2a_pb2_grpc.add_A2AServiceServicer_to_server(AbortingServicer(), server)
+    a2a_pb2_grpc.add_A2AServiceServicer_to_server(AbortingServicer(), server)  # type: ignore[no-untyped-call]
     port = server.add_insecure_port("127.0.0.1:0")
     await server.start()
     yield f"127.0.0.1:{port}"

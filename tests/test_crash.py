@@ -9,9 +9,9 @@ import itertools
 from pathlib import Path
 
 import grpc
+from process import V1, ServerProcess, serve_process, text_message
 
 from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
-from tests.process import V1, ServerProcess, serve_process, text_message
 
 SENDERS = 12  # each sends one message after another; together they keep calls in flight
 ACKNOWLEDGED_BEFORE_KILL = 400  # per round; the kill lands while the senders still send

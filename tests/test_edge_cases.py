@@ -8,15 +8,15 @@ import json
 from pathlib import Path
 
 import grpc
+from agents import PacedAgent
+from conftest import BASE_CARD, V1, StartServer, bad_request, error_info, send_request, user_message
 from google.protobuf import struct_pb2
+from rpc_helpers import make_stub, rpc_error
 
 from a2a_grpc.agent import EventPublisher, RequestContext
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server import A2AServer, ServerSettings
 from a2a_grpc.store import MemoryStore, TaskWrite
-from tests.agents import PacedAgent
-from tests.conftest import BASE_CARD, V1, StartServer, bad_request, error_info, send_request, user_message
-from tests.rpc_helpers import make_stub, rpc_error
 
 FAILED_PRECONDITION = grpc.StatusCode.FAILED_PRECONDITION
 INVALID_ARGUMENT = grpc.StatusCode.INVALID_ARGUMENT

@@ -335,8 +335,10 @@ async def test_a_task_of_another_caller_is_not_found_never_permission_denied(con
 
 # ---- the table both ways -------------------------------------------------------------------------
 
+EVERY_ERROR: list[type[A2AError]] = sorted({*ERROR_TABLE, *CODE_ERRORS}, key=lambda cls: cls.__name__)
 
-@pytest.mark.parametrize("cls", sorted({*ERROR_TABLE, *CODE_ERRORS}, key=lambda cls: cls.__name__))
+
+@pytest.mark.parametrize("cls", EVERY_ERROR)
 def test_every_row_decodes_to_the_class_it_was_encoded_from(cls: type[A2AError]) -> None:
     sent = cls("went wrong", metadata={"taskId": "t-1"}, violations=[("message.parts", "is empty")])
     received = error_from_status(sent.code, "", status_trailers(sent))

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
 import aiohttp
 import grpc
 import pytest
+from conftest import BASE_CARD, V1, StartServer, bad_request
 from google.protobuf import json_format
+from rpc_helpers import make_stub
 
 from a2a_grpc.agent import EventPublisher, ExtensionNotActiveError, RequestContext
 from a2a_grpc.agents.relay import RelayAgent
@@ -18,9 +21,8 @@ from a2a_grpc.client import A2AClient, text_message
 from a2a_grpc.errors import ExtensionSupportRequiredError, InvalidRequestError
 from a2a_grpc.ext import timestamp, traceability
 from a2a_grpc.extensions import Extension
-from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
+from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server import A2AServer
-from tests.conftest import BASE_CARD, V1, StartServer, bad_request
 
 PRIORITY = Extension(
     uri="https://example.com/ext/priority/v1",
@@ -79,7 +81,7 @@ def _with_priority(metadata: Any = ()) -> tuple[tuple[str, str], ...]:
 
 # ---- payload validation ---------------------------------------------------------------------------
 
-BAD_PLACES = {
+BAD_PLACES: dict[str, tuple[str, Callable[[a2a_pb2.SendMessageRequest, dict[str, Any]], None]]] = {
     "request": ("metadata['https://example.com/ext/priority/v1']['level']", lambda r, v: r.metadata.update(v)),
     "message": (
         "message.metadata['https://example.com/ext/priority/v1']['level']",
@@ -100,7 +102,7 @@ async def test_a_payload_that_does_not_fit_its_schema_is_invalid_argument_naming
     request = _send()
     put(request, {PRIORITY.uri: {"level": 9}})
     async with grpc.aio.insecure_channel(payload_server.grpc_target) as channel:
-        stub = a2a_pb2_grpc.A2AServiceStub(channel)
+        stub = make_stub(channel)
         for method in (stub.SendMessage, stub.SendStreamingMessage):
             with pytest.raises(grpc.aio.AioRpcError) as raised:
                 call = method(request, metadata=_with_priority())

@@ -3,6 +3,7 @@
 import os
 import subprocess
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 
 import google.api
@@ -36,7 +37,7 @@ def _default_json_name(name: str) -> str:
 def _strip_default_json_names(fdp: descriptor_pb2.FileDescriptorProto) -> None:
     # --descriptor_set_out fills in every field's json_name; the serialized
     # descriptor embedded by --python_out keeps only explicit ones.
-    def walk(messages):
+    def walk(messages: Iterable[descriptor_pb2.DescriptorProto]) -> None:
         for msg in messages:
             for field in list(msg.field) + list(msg.extension):
                 if field.json_name == _default_json_name(field.name):
@@ -49,7 +50,7 @@ def _strip_default_json_names(fdp: descriptor_pb2.FileDescriptorProto) -> None:
             field.ClearField("json_name")
 
 
-def test_generated_code_is_up_to_date(tmp_path):
+def test_generated_code_is_up_to_date(tmp_path: Path) -> None:
     env = dict(os.environ, PYTHON=sys.executable)
     subprocess.run(
         [str(REPO_ROOT / "scripts" / "gen-protos"), str(tmp_path)],
@@ -63,7 +64,7 @@ def test_generated_code_is_up_to_date(tmp_path):
         assert fresh == committed, f"a2a_grpc/generated/{name} is stale; run scripts/gen-protos"
 
 
-def test_descriptor_matches_proto(tmp_path):
+def test_descriptor_matches_proto(tmp_path: Path) -> None:
     out = tmp_path / "a2a.pb"
     args = ["protoc"]
     args += [f"-I{p}" for p in _include_paths()]
@@ -78,7 +79,7 @@ def test_descriptor_matches_proto(tmp_path):
     assert from_proto == from_module, "a2a_pb2 descriptor differs from protos/a2a.proto; run scripts/gen-protos"
 
 
-def test_service_methods():
+def test_service_methods() -> None:
     service = a2a_pb2.DESCRIPTOR.services_by_name["A2AService"]
     assert service.full_name == "lf.a2a.v1.A2AService"
     expected = {

@@ -16,8 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from tests.process import ServerProcess, serve_process
+from process import ServerProcess, serve_process
 
 GRPCURL = str(Path(sys.executable).with_name("grpcurl"))
 GRPCURL_SECONDS = 30.0

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 from google.protobuf import json_format
+from process import CARD, SERVING, Ports, ServerProcess, health_status, http_get, launch, serve_process
 
 from a2a_grpc.generated import a2a_pb2
-from tests.process import CARD, SERVING, Ports, ServerProcess, health_status, http_get, launch, serve_process
 
 SERVING_LINE = re.compile(r"serving A2A on (\S+) \(card on http://(\S+?)/\.well-known/agent-card\.json\)")
 JSONRPC_INTERFACE = {"url": "https://agent.example/a2a", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}

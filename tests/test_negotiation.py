@@ -24,9 +24,10 @@ from google.protobuf import message as protobuf_message
 
 from a2a_grpc.agent import EventPublisher, RequestContext
 from a2a_grpc.errors import ERROR_DOMAIN, VersionNotSupportedError
-from a2a_grpc.extensions import EXTENSIONS_HEADER, Extension
+from a2a_grpc.extensions import Extension
 from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
 from a2a_grpc.interceptors.server import VersionCheck
+from a2a_grpc.protocol import EXTENSIONS_HEADER
 from a2a_grpc.server import A2AServer
 
 Stub = Any  # a2a_pb2_grpc.A2AServiceStub: the generated module carries no type information

@@ -31,7 +31,7 @@ from test_negotiation import (
     RecordingAgent,
 )
 
-from a2a_grpc.extensions import EXTENSIONS_HEADER
+from a2a_grpc.protocol import EXTENSIONS_HEADER
 from a2a_grpc.server import A2AServer
 
 GRPCURL = str(Path(sys.executable).with_name("grpcurl"))

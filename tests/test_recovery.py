@@ -5,15 +5,16 @@ from __future__ import annotations
 from pathlib import Path
 
 import grpc
+from conftest import V1, StartServer, user_message
+from rpc_helpers import make_stub
 
-from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
+from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.store import SqliteStore, TaskWrite
 from a2a_grpc.tasks import now_timestamp
-from tests.conftest import V1, StartServer, user_message
 
 
-def _task(task_id: str, state: int) -> a2a_pb2.Task:
-    status = a2a_pb2.TaskStatus(state=state, timestamp=now_timestamp())  # type: ignore[arg-type]
+def _task(task_id: str, state: a2a_pb2.TaskState) -> a2a_pb2.Task:
+    status = a2a_pb2.TaskStatus(state=state, timestamp=now_timestamp())
     return a2a_pb2.Task(id=task_id, context_id="c", status=status, history=[user_message("left behind")])
 
 
@@ -32,7 +33,7 @@ async def test_tasks_left_running_are_failed_and_others_kept(start_server: Start
 
     server = await start_server(store_url=f"sqlite:///{path}")
     async with grpc.aio.insecure_channel(server.grpc_target) as channel:
-        stub = a2a_pb2_grpc.A2AServiceStub(channel)
+        stub = make_stub(channel)
         states = {
             task_id: (await stub.GetTask(a2a_pb2.GetTaskRequest(id=task_id), metadata=V1)).status.state
             for task_id in ("working", "submitted", "waiting", "done")

@@ -16,9 +16,7 @@ from pathlib import Path
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-
-from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
-from tests.process import (
+from process import (
     CARD,
     NOT_SERVING,
     REPO,
@@ -33,6 +31,8 @@ from tests.process import (
     serve_process,
     text_message,
 )
+
+from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
 
 SERVICE = "lf.a2a.v1.A2AService"
 DRAIN_GRACE = 20.0  # generous: the in-flight call must finish well before it

@@ -13,6 +13,7 @@ import sys
 import textwrap
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
+from typing import TypedDict, Unpack
 
 import pytest
 from google.protobuf import struct_pb2
@@ -39,7 +40,7 @@ WORKING = a2a_pb2.TASK_STATE_WORKING
 COMPLETED = a2a_pb2.TASK_STATE_COMPLETED
 
 
-def status(state: int, ts_us: int) -> a2a_pb2.TaskStatus:
+def status(state: a2a_pb2.TaskState, ts_us: int) -> a2a_pb2.TaskStatus:
     result = a2a_pb2.TaskStatus(state=state)
     result.timestamp.FromMicroseconds(ts_us)
     return result
@@ -49,11 +50,18 @@ def message(text: str) -> a2a_pb2.Message:
     return a2a_pb2.Message(message_id=f"m-{text}", role=a2a_pb2.ROLE_USER, parts=[a2a_pb2.Part(text=text)])
 
 
-def artifact(artifact_id: str, *texts: str, **fields: object) -> a2a_pb2.Artifact:
+class ArtifactFields(TypedDict, total=False):
+    name: str
+    description: str
+    extensions: Sequence[str]
+    metadata: struct_pb2.Struct
+
+
+def artifact(artifact_id: str, *texts: str, **fields: Unpack[ArtifactFields]) -> a2a_pb2.Artifact:
     return a2a_pb2.Artifact(artifact_id=artifact_id, parts=[a2a_pb2.Part(text=t) for t in texts], **fields)
 
 
-def struct(**values: object) -> struct_pb2.Struct:
+def struct(**values: str | float | bool | None) -> struct_pb2.Struct:
     result = struct_pb2.Struct()
     result.update(values)
     return result
@@ -73,7 +81,7 @@ class Manager:
         *,
         owner: str = OWNER,
         context_id: str = "ctx-1",
-        state: int = SUBMITTED,
+        state: a2a_pb2.TaskState = SUBMITTED,
         ts_us: int = T0,
         history: Sequence[a2a_pb2.Message] = (),
         artifacts: Sequence[a2a_pb2.Artifact] = (),
@@ -93,7 +101,7 @@ class Manager:
         self,
         task_id: str,
         *,
-        state: int | None = None,
+        state: a2a_pb2.TaskState | None = None,
         ts_us: int = T0,
         history: Sequence[a2a_pb2.Message] = (),
         artifact: a2a_pb2.Artifact | None = None,
@@ -133,11 +141,21 @@ async def sqlite_store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
     await opened.close()
 
 
-def query(**fields: object) -> TaskQuery:
+class QueryFields(TypedDict, total=False):
+    owner: str
+    page_size: int
+    context_id: str
+    state: int
+    status_after_us: int | None
+    page_token: str
+    include_artifacts: bool
+
+
+def query(**fields: Unpack[QueryFields]) -> TaskQuery:
     return dataclasses.replace(TaskQuery(owner=OWNER, page_size=50, include_artifacts=True), **fields)
 
 
-async def listed_ids(store: TaskStore, **fields: object) -> list[str]:
+async def listed_ids(store: TaskStore, **fields: Unpack[QueryFields]) -> list[str]:
     return [task.id for task in (await store.list_tasks(query(**fields))).tasks]
 
 
@@ -527,7 +545,7 @@ def run_and_kill_writer(script: Path, db: Path, acks_before_kill: int) -> dict[s
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
     proc = subprocess.Popen([sys.executable, str(script), str(db)], stdout=subprocess.PIPE, text=True, env=env)
     assert proc.stdout is not None
-    lines = []
+    lines: list[str] = []
     while len(lines) < acks_before_kill:
         line = proc.stdout.readline()
         assert line, f"writer exited early with {proc.wait()}"
