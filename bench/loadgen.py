@@ -6,12 +6,14 @@ answers on the shared outbox with `(worker_id, kind, payload)`. Every loop is bo
 time or request count, and every RPC by a timeout.
 
 Time is CLOCK_MONOTONIC (`time.monotonic()`), the same clock in every process on Linux, so the parent
-can give all workers one measurement window: only calls that complete inside it are counted.
+can give all workers one measurement window (a send job: one timetable of slices, a window each): only
+calls that complete inside it are counted.
 """
 
 from __future__ import annotations
 
 import asyncio
+import bisect
 import contextlib
 import multiprocessing
 import os
@@ -19,7 +21,7 @@ import queue
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import grpc
 
@@ -32,6 +34,16 @@ RESULT_TIMEOUT_MARGIN_SECONDS = 120.0
 
 Job = dict[str, Any]
 Metadata = tuple[tuple[str, str], ...]
+
+
+class Slice(NamedTuple):
+    """One server's turn in a send job: calls go to server number `server` from `start` to `end`, and those
+    ending from `count_from` on count."""
+
+    server: int
+    start: float
+    count_from: float
+    end: float
 
 
 @dataclass
@@ -93,43 +105,53 @@ def _channel(target: str) -> Any:
 
 
 @contextlib.asynccontextmanager
-async def _stubs(job: Job) -> AsyncIterator[list[Any]]:
-    """A stub on each of the job's `channels` connections (callers take them in turn)."""
+async def _stubs(target: str, channels: int) -> AsyncIterator[list[Any]]:
+    """A stub on each of `channels` connections to `target` (callers take them in turn)."""
     async with contextlib.AsyncExitStack() as stack:
-        channels = [await stack.enter_async_context(_channel(job["target"])) for _ in range(job.get("channels", 1))]
-        yield [a2a_pb2_grpc.A2AServiceStub(channel) for channel in channels]  # type: ignore[no-untyped-call]
+        opened = [await stack.enter_async_context(_channel(target)) for _ in range(channels)]
+        yield [a2a_pb2_grpc.A2AServiceStub(channel) for channel in opened]  # type: ignore[no-untyped-call]
 
 
 # ---- jobs ------------------------------------------------------------------------------------
 
 
 async def send_job(job: Job, worker_id: int, outbox: Any) -> dict[str, Any]:
-    """Closed loop of SendMessage until the window ends; counts calls that complete inside it."""
-    metadata: Metadata = tuple(map(tuple, job["metadata"]))
-    measure_from, measure_to = job["window"]
-    expected = a2a_pb2.TaskState.Value(job["expect_state"])
-    tally = Tally()
+    """Closed loop of SendMessage through the job's back-to-back slices, each one driving one of its servers.
 
-    async def caller(index: int, send: Any) -> None:
+    A call goes to the server of the slice it starts in, and counts for that slice when it ends inside the
+    slice's counted part. Returns one tally per slice.
+    """
+    slices: list[Slice] = job["slices"]
+    starts = [s.start for s in slices]
+    metadata: list[Metadata] = [tuple(map(tuple, m)) for _, m in job["servers"]]
+    expected = a2a_pb2.TaskState.Value(job["expect_state"])
+    tallies = [Tally() for _ in slices]
+
+    async def caller(index: int, sends: list[Any]) -> None:
         request = _send_request(job["text"])
         message = request.message
         prefix = f"w{worker_id}c{index}-{os.getpid()}-"
         sequence = 0
-        while (started := time.monotonic()) < measure_to:
+        while (started := time.monotonic()) < slices[-1].end:
+            turn = max(0, bisect.bisect_right(starts, started) - 1)
+            server = slices[turn].server
             sequence += 1
             message.message_id = prefix + str(sequence)
             failure = None
             try:
-                response = await send(request, metadata=metadata, timeout=job["rpc_timeout"])
+                response = await sends[server](request, metadata=metadata[server], timeout=job["rpc_timeout"])
                 if response.task.status.state != expected:
                     failure = f"task state {a2a_pb2.TaskState.Name(response.task.status.state)}"
             except grpc.RpcError as error:
                 failure = _describe(error)
-            tally.record(started, time.monotonic(), failure, measure_from, measure_to)
+            tallies[turn].record(started, time.monotonic(), failure, slices[turn].count_from, slices[turn].end)
 
-    async with _stubs(job) as stubs:
-        await asyncio.gather(*(caller(i, stubs[i % len(stubs)].SendMessage) for i in range(job["concurrency"])))
-    return tally.as_dict()
+    async with contextlib.AsyncExitStack() as stack:
+        stubs = [await stack.enter_async_context(_stubs(target, job["channels"])) for target, _ in job["servers"]]
+        await asyncio.gather(
+            *(caller(i, [s[i % len(s)].SendMessage for s in stubs]) for i in range(job["concurrency"]))
+        )
+    return {"slices": [tally.as_dict() for tally in tallies]}
 
 
 async def count_job(job: Job, worker_id: int, outbox: Any) -> dict[str, Any]:
@@ -152,7 +174,7 @@ async def count_job(job: Job, worker_id: int, outbox: Any) -> dict[str, Any]:
             except grpc.RpcError as error:
                 tally.error(_describe(error))
 
-    async with _stubs(job) as stubs:
+    async with _stubs(job["target"], job.get("channels", 1)) as stubs:
         await asyncio.gather(*(caller(i, stubs[i % len(stubs)].SendMessage) for i in range(job["concurrency"])))
     return tally.as_dict()
 
@@ -186,7 +208,7 @@ async def stream_job(job: Job, worker_id: int, outbox: Any) -> dict[str, Any]:
                 failure = _describe(error)
             tally.record(started, time.monotonic(), failure, measure_from, measure_to)
 
-    async with _stubs(job) as stubs:
+    async with _stubs(job["target"], job.get("channels", 1)) as stubs:
         streamers = (streamer(i, stubs[i % len(stubs)].SendStreamingMessage) for i in range(job["concurrency"]))
         await asyncio.gather(*streamers)
     return tally.as_dict()
@@ -216,7 +238,7 @@ async def subscribe_job(job: Job, worker_id: int, outbox: Any) -> dict[str, Any]
         else:
             tally.completed += 1
 
-    async with _stubs(job) as stubs:
+    async with _stubs(job["target"], job.get("channels", 1)) as stubs:
         stub = stubs[0]
         request = a2a_pb2.SubscribeToTaskRequest(id=job["task_id"])
         calls = [
@@ -265,19 +287,21 @@ async def _serve_jobs(worker_id: int, inbox: Any, outbox: Any) -> int:
         outbox.put((worker_id, RESULT, payload))
 
 
-def worker_main(worker_id: int, inbox: Any, outbox: Any) -> None:
+def worker_main(worker_id: int, inbox: Any, outbox: Any, cpus: set[int] | None) -> None:
+    if cpus is not None:
+        os.sched_setaffinity(0, cpus)  # before gRPC starts its threads, which inherit it
     run_async(_serve_jobs(worker_id, inbox, outbox))
 
 
 class LoadPool:
-    """The load generator processes, started once and reused for every case."""
+    """The load generator processes, started once (on `cpus`, when given) and reused for every case."""
 
-    def __init__(self, processes: int) -> None:
+    def __init__(self, processes: int, cpus: set[int] | None = None) -> None:
         context = multiprocessing.get_context("spawn")
         self.outbox = context.Queue()
         self.inboxes = [context.Queue() for _ in range(processes)]
         self.workers = [
-            context.Process(target=worker_main, args=(i, inbox, self.outbox), name=f"bench-load-{i}", daemon=True)
+            context.Process(target=worker_main, args=(i, inbox, self.outbox, cpus), name=f"bench-load-{i}", daemon=True)
             for i, inbox in enumerate(self.inboxes)
         ]
         for worker in self.workers:

@@ -1,22 +1,26 @@
-"""How each kind of case is measured: a server process, the load pool, one window, one record."""
+"""How each kind of case is measured: server processes, the load pool, measurement windows, records."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 import grpc
 
 from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
-from bench.loadgen import READY, RESULT, LoadPool, split
+from bench.loadgen import READY, RESULT, LoadPool, Metadata, Slice, split
 from bench.procs import ServerProcess, cpu_seconds, machine_busy_seconds, rss_bytes
 from bench.protocol import CHUNKS_TEXT, ECHO_TEXT, HOLD_TEXT
 
-V1: tuple[tuple[str, str], ...] = (("a2a-version", "1.0"),)
+V1: Metadata = (("a2a-version", "1.0"),)
 START_SLACK_SECONDS = 0.3  # workers pick up the job and connect before the warm-up counts
+SETTLE_SECONDS = 0.1  # at the start of each slice: calls still in flight to the previous server end
 RESULT_MARGIN_SECONDS = 120.0
 MAX_FANOUT_ROUNDS = 1000
+
+WorkerTally = dict[str, Any]  # what loadgen.Tally.as_dict() returns
 
 
 @dataclass
@@ -25,6 +29,8 @@ class Settings:
     warmup: float
     rpc_timeout: float = 60.0
     channels: int = 1  # connections per load process
+    slice: float = 0.5  # measured seconds of one server's turn in measure_send
+    cycles: int = 1  # turns of each server in measure_send
 
 
 @dataclass
@@ -91,13 +97,15 @@ def percentile(sorted_values: list[int], fraction: float) -> float:
     return float(sorted_values[rank - 1])
 
 
-def merge(results: dict[int, dict[str, Any]]) -> dict[str, Any]:
-    latencies = sorted(us for r in results.values() for us in r["latencies_us"])
-    errors = sum(r["errors"] for r in results.values())
-    first_error = next((r["first_error"] for r in results.values() if r["first_error"]), None)
+def merge(tallies: Iterable[WorkerTally]) -> dict[str, Any]:
+    """The workers' tallies as one: counts, first error, latency percentiles."""
+    tallies = list(tallies)
+    latencies = sorted(us for r in tallies for us in r["latencies_us"])
+    errors = sum(r["errors"] for r in tallies)
+    first_error = next((r["first_error"] for r in tallies if r["first_error"]), None)
     return {
-        "completed": sum(r["completed"] for r in results.values()),
-        "events": sum(r["events"] for r in results.values()),
+        "completed": sum(r["completed"] for r in tallies),
+        "events": sum(r["events"] for r in tallies),
         "errors": errors,
         "first_error": first_error,
         "p50_ms": percentile(latencies, 0.50) / 1000,
@@ -138,22 +146,65 @@ def _windowed_jobs(
     return jobs, measure_from, measure_to
 
 
+def send_slices(servers: int, settings: Settings, begin: float) -> list[Slice]:
+    """A warm-up slice for each server, then `settings.cycles` cycles giving each server one counted turn,
+    every other cycle in reverse order so that a steady drift of the machine favours no server."""
+    slices = []
+    at = begin
+    for server in range(servers):
+        slices.append(Slice(server, at, at + settings.warmup, at + settings.warmup))
+        at += settings.warmup
+    for cycle in range(settings.cycles):
+        for server in range(servers) if cycle % 2 == 0 else reversed(range(servers)):
+            end = at + SETTLE_SECONDS + settings.slice
+            slices.append(Slice(server, at, at + SETTLE_SECONDS, end))
+            at = end
+    return slices
+
+
 def measure_send(
-    server: ServerProcess,
-    pool: LoadPool,
-    settings: Settings,
-    concurrency: int,
-    metadata: tuple[tuple[str, str], ...],
-) -> dict[str, Any]:
-    """Closed-loop SendMessage at `concurrency` callers: requests/s, latency, CPU per request."""
-    fields = {"target": server.target, "metadata": metadata, "text": ECHO_TEXT, "expect_state": "TASK_STATE_COMPLETED"}
-    jobs, measure_from, measure_to = _windowed_jobs("send", pool, settings, concurrency, fields)
+    servers: list[ServerProcess], metadata: list[Metadata], pool: LoadPool, settings: Settings, concurrency: int
+) -> list[dict[str, Any]]:
+    """Closed-loop SendMessage at `concurrency` callers, taken from server to server in short turns (send_slices):
+    a neighbour's burst or the machine's drift then hits every server alike. For each server: requests/s,
+    latency and CPU per request over all its turns, and per cycle (to pair servers turn by turn)."""
+    slices = send_slices(len(servers), settings, time.monotonic() + START_SLACK_SECONDS)
+    fields = {
+        "kind": "send",
+        "servers": [(server.target, m) for server, m in zip(servers, metadata, strict=True)],
+        "slices": slices,
+        "text": ECHO_TEXT,
+        "expect_state": "TASK_STATE_COMPLETED",
+        "rpc_timeout": settings.rpc_timeout,
+    }
+    shares = split(concurrency, pool.size)
+    jobs = {w: {**fields, "concurrency": n, "channels": min(n, settings.channels)} for w, n in enumerate(shares)}
     pool.submit(jobs)
-    window = Sampler(server, pool).over(measure_from, measure_to)
-    results = pool.collect(RESULT, list(jobs), settings.warmup + settings.duration + RESULT_MARGIN_SECONDS)
-    server.check_alive()
-    merged = merge(results)
-    return {**merged, **_rates(merged["completed"], window), "unit": "req/s", "concurrency": concurrency}
+    samplers = [Sampler(server, pool) for server in servers]
+    counted = range(len(servers), len(slices))  # the warm-up slices come first
+    windows = [samplers[slices[k].server].over(slices[k].count_from, slices[k].end) for k in counted]
+    results = pool.collect(RESULT, list(jobs), RESULT_MARGIN_SECONDS)
+    for server in servers:
+        server.check_alive()
+    turns: list[list[tuple[Window, list[WorkerTally]]]] = [[] for _ in servers]
+    for k, window in zip(counted, windows, strict=True):
+        turns[slices[k].server].append((window, [r["slices"][k] for r in results.values()]))
+    return [_send_record(server_turns, concurrency) for server_turns in turns]
+
+
+def _send_record(turns: list[tuple[Window, list[WorkerTally]]], concurrency: int) -> dict[str, Any]:
+    """One server's figures from its turns, each a sampled window and the workers' tallies in it."""
+    merged = merge(tally for _, tallies in turns for tally in tallies)
+    completed = [sum(tally["completed"] for tally in tallies) for _, tallies in turns]
+    windows = [window for window, _ in turns]
+    return {
+        **merged,
+        **_rates(merged["completed"], sum(windows, Window(0.0, 0.0, 0.0))),
+        "unit": "req/s",
+        "concurrency": concurrency,
+        "cycle_rates": [n / w.seconds for n, w in zip(completed, windows, strict=True)],
+        "cycle_cpu_us": [w.server_cpu / n * 1e6 if n else None for n, w in zip(completed, windows, strict=True)],
+    }
 
 
 def measure_stream(server: ServerProcess, pool: LoadPool, settings: Settings, concurrency: int) -> dict[str, Any]:
@@ -164,7 +215,7 @@ def measure_stream(server: ServerProcess, pool: LoadPool, settings: Settings, co
     window = Sampler(server, pool).over(measure_from, measure_to)
     results = pool.collect(RESULT, list(jobs), settings.warmup + settings.duration + RESULT_MARGIN_SECONDS)
     server.check_alive()
-    merged = merge(results)
+    merged = merge(results.values())
     record = {**merged, **_rates(merged["events"], window), "unit": "events/s", "concurrency": concurrency}
     record["streams_per_second"] = merged["completed"] / window.seconds
     return record
@@ -223,7 +274,7 @@ def measure_fanout(server: ServerProcess, pool: LoadPool, settings: Settings, su
             if problems:
                 raise RuntimeError(f"fan-out subscribers failed: {problems[0]}")
             window = sampler.since(start)
-            merged = merge(results)
+            merged = merge(results.values())
             if index > 0:
                 last = max(r["last_event_at"] for r in results.values())
                 rounds.append((merged["events"], last - went_at))
@@ -276,7 +327,7 @@ def measure_memory(
     server.check_alive()
     time.sleep(0.5)  # let the last tasks leave the live set
     rss_after = rss_bytes(server.pid)
-    merged = merge(results)
+    merged = merge(results.values())
     with grpc.insecure_channel(server.target) as channel:
         stub = a2a_pb2_grpc.A2AServiceStub(channel)  # type: ignore[no-untyped-call]
         listed = stub.ListTasks(a2a_pb2.ListTasksRequest(page_size=1), metadata=V1, timeout=settings.rpc_timeout)

@@ -1,7 +1,9 @@
-"""Server processes for the bench, and what /proc says about any process (CPU time, resident memory)."""
+"""Server processes for the bench, and what the kernel says about any process (CPU time, resident memory)."""
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import os
 import selectors
 import signal
@@ -14,15 +16,19 @@ from pathlib import Path
 from bench.protocol import READY_PREFIX
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+_LIBC = ctypes.CDLL(None, use_errno=True)
 START_TIMEOUT_SECONDS = 60.0
 STOP_TIMEOUT_SECONDS = 10.0
 
 
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of every thread of `pid` so far."""
-    stat = Path(f"/proc/{pid}/stat").read_text()
-    fields = stat[stat.rindex(")") + 2 :].split()  # the command name may contain spaces
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime, stime: fields 14 and 15
+    """CPU time of every thread of `pid` so far, exited ones included, to the nanosecond (its process CPU-time
+    clock; /proc/<pid>/stat only counts in clock ticks, too coarse for the bench's half-second slices)."""
+    clock = ctypes.c_int()
+    failure = _LIBC.clock_getcpuclockid(pid, ctypes.byref(clock))
+    if failure:
+        raise OSError(failure, f"clock_getcpuclockid({pid}): {os.strerror(failure)}")
+    return time.clock_gettime(clock.value)
 
 
 def machine_busy_seconds() -> float:
@@ -30,6 +36,13 @@ def machine_busy_seconds() -> float:
     fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()
     user, nice, system, _idle, _iowait, irq, softirq = (int(v) for v in fields[1:8])
     return (user + nice + system + irq + softirq) / CLOCK_TICKS
+
+
+def pin(pid: int, cpus: set[int]) -> None:
+    """Keep every thread of `pid` on `cpus`; the threads they start later inherit it."""
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(ProcessLookupError):  # a thread that ended meanwhile
+            os.sched_setaffinity(int(task.name), cpus)
 
 
 def rss_bytes(pid: int) -> int:
@@ -40,9 +53,9 @@ def rss_bytes(pid: int) -> int:
 
 
 class ServerProcess:
-    """A server started as its own process; `port` once it printed its ready line."""
+    """A server started as its own process; `port` once it printed its ready line, from then on kept on `cpus`."""
 
-    def __init__(self, name: str, argv: Sequence[str], cwd: Path, env: dict[str, str] | None = None) -> None:
+    def __init__(self, name: str, argv: Sequence[str], cwd: Path, cpus: set[int] | None = None) -> None:
         self.name = name
         self.argv = list(argv)
         # A file, not a pipe, so a chatty server never blocks; it lives as long as the process (closed in stop).
@@ -50,7 +63,6 @@ class ServerProcess:
         self.process = subprocess.Popen(
             self.argv,
             cwd=cwd,
-            env=env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=self._stderr,
@@ -58,6 +70,8 @@ class ServerProcess:
         )
         try:
             self.port = self._wait_ready()
+            if cpus is not None:
+                pin(self.pid, cpus)
         except BaseException:
             self.stop()
             raise

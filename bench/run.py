@@ -6,11 +6,21 @@ Case families (filter them with --cases, shell-style patterns):
   stream.{bare,sdk,ours}                                  SendStreamingMessage, CHUNKS artifact chunks per task
   fanout.{sdk,ours}                                       SubscribeToTask, --subscribers streams on one task
   memory.ours                                             server RSS after --memory-tasks stored tasks
+
+The send cases at one concurrency are measured together: all their servers run at once and the load moves
+from one to the next every --slice seconds, so a ratio between two of them pairs turns taken a second apart.
+The other cases run one after another. Every case runs --repeat times round-robin, on fresh servers each time
+(one server process may run a few percent faster or slower than the next).
+
+The servers run on the first half of the CPUs this process may use and the load workers on the other half
+(--no-pin: wherever the scheduler puts them): on 2 cores, how the scheduler shares them out between the server
+and two load workers otherwise swings a server's rate by a factor of two from one second to the next.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import fnmatch
 import os
 import platform
@@ -20,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib import metadata as package_metadata
 from pathlib import Path
@@ -49,8 +60,8 @@ FAMILIES = (
     Family("send.bare", "send", "bare"),
     Family("send.sdk", "send", "sdk"),
     Family("send.memory.ext", "send", "ours", "memory", extension=True),
-    Family("send.memory.ext-headers", "send", "ours", "memory", extension=True, unary_echo="headers"),
     Family("send.memory.noext", "send", "ours", "memory"),
+    Family("send.memory.ext-headers", "send", "ours", "memory", extension=True, unary_echo="headers"),
     Family("send.sqlite.ext", "send", "ours", "sqlite", extension=True),
     Family("send.sqlite.noext", "send", "ours", "sqlite"),
     Family("stream.bare", "stream", "bare"),
@@ -82,8 +93,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--repeat",
         type=int,
-        help="run every case N times round-robin and keep the median (default 3; --quick: 1): single runs "
-        "of one case vary by several percent on these machines",
+        help="run every case N times round-robin, on fresh servers, and keep the median run (send cases: and pair "
+        "the turns of every run) (default 3; --quick: 1): single runs vary by several percent on these machines",
+    )
+    parser.add_argument(
+        "--slice", type=float, default=0.5, help="measured seconds of each turn of a send case (default 0.5)"
+    )
+    parser.add_argument(
+        "--no-pin", action="store_true", help="let servers and load workers share every CPU (default: half each)"
     )
     parser.add_argument("--sdk-uvloop", action="store_true", help="run the SDK server on uvloop (it ships on asyncio)")
     parser.add_argument("--profile", metavar="DIR", help="record our servers with py-spy into DIR (slows them down)")
@@ -101,7 +118,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if not args.families:
         parser.error(f"--cases {args.cases!r} matches no case family: {', '.join(f.name for f in FAMILIES)}")
     counts = (args.load_procs, args.channels, args.repeat, args.stream_concurrency, args.subscribers, args.memory_tasks)
-    if not args.concurrency or min(args.concurrency) < 1 or args.duration <= 0 or min(counts) < 1:
+    if not args.concurrency or min(args.concurrency) < 1 or min(args.duration, args.slice) <= 0 or min(counts) < 1:
         parser.error("every count, concurrency and duration must be positive")
     return args
 
@@ -113,26 +130,51 @@ def _version(package: str) -> str | None:
         return None
 
 
+def _cpu_halves(pinned: bool) -> tuple[set[int] | None, set[int] | None]:
+    """The CPUs for the servers and those for the load workers (None: any)."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if not pinned or len(cpus) < 2:
+        return None, None
+    return set(cpus[: len(cpus) // 2]), set(cpus[len(cpus) // 2 :])
+
+
 def _median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """The run with the median rate (the lower middle one of an even count), listing every run's rate."""
+    """The run with the median rate (the lower middle one of an even count), listing every run's rate and
+    carrying the per-cycle figures of every run (send cases)."""
     measured = sorted((r for r in runs if "rate" in r), key=lambda r: r["rate"])
     if not measured:
         return runs[0]
     median = dict(measured[(len(measured) - 1) // 2])
     median["runs"] = [r.get("rate") for r in runs]
+    for key in ("cycle_rates", "cycle_cpu_us"):
+        if key in median:
+            median[key] = [value for r in runs for value in r.get(key, [])]
     return median
+
+
+def _stop_profiler(profiler: subprocess.Popen[bytes]) -> None:
+    profiler.send_signal(signal.SIGINT)
+    try:
+        profiler.wait(30)
+    except subprocess.TimeoutExpired:
+        profiler.kill()
+        profiler.wait(5)
 
 
 class Bench:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
-        self.settings = measure.Settings(duration=args.duration, warmup=args.warmup, channels=args.channels)
-        self.records: list[dict[str, Any]] = []  # one per case: the median run when --repeat > 1
+        cycles = max(1, round(args.duration / args.slice))
+        self.settings = measure.Settings(
+            args.duration, args.warmup, channels=args.channels, slice=args.slice, cycles=cycles
+        )
+        self.records: list[dict[str, Any]] = []  # one per case: the run with the median rate
         self._runs: dict[str, list[dict[str, Any]]] = {}  # every run of every case, in first-run order
         self._repetition = 0
         self.pool: LoadPool | None = None
         self._sdk: Path | SdkUnavailableError | None = None
         self._scratch = tempfile.TemporaryDirectory(prefix="a2a-bench-")
+        self.server_cpus, self.load_cpus = _cpu_halves(not args.no_pin)
 
     # ---- servers -------------------------------------------------------------------------------
 
@@ -199,49 +241,74 @@ class Bench:
             if family.name + suffix not in done:
                 self._record(family, {key: reason, "concurrency": c}, suffix)
 
-    def run_family(self, family: Family) -> None:
-        assert self.pool is not None
+    @contextlib.contextmanager
+    def _serving(self, family: Family) -> Iterator[ServerProcess]:
+        """The family's server (recorded by py-spy with --profile) until the block ends."""
+        server = ServerProcess(family.name, self._server_argv(family), ROOT, self.server_cpus)
+        profiler = None
         try:
-            argv = self._server_argv(family)
-        except SdkUnavailableError as error:
-            self._not_run(family, "skipped", f"{SDK_REQUIREMENT} unavailable: {error}")
-            return
-        server = ServerProcess(family.name, argv, ROOT)
-        profiler = self._profiler(family, server)
-        try:
-            if family.kind == "send":
-                metadata = EXTENSION_METADATA if family.extension else measure.V1
-                for c in self.args.concurrency:
-                    result = measure.measure_send(server, self.pool, self.settings, c, metadata)
-                    self._record(family, result, f"@{c}")
-            elif family.kind == "stream":
-                result = measure.measure_stream(server, self.pool, self.settings, self.args.stream_concurrency)
-                self._record(family, result)
-            elif family.kind == "fanout":
-                result = measure.measure_fanout(server, self.pool, self.settings, self.args.subscribers)
-                self._record(family, result)
-            else:
-                result = measure.measure_memory(server, self.pool, self.settings, self.args.memory_tasks, 64)
-                self._record(family, result)
+            profiler = self._profiler(family, server)
+            yield server
         finally:
             if profiler is not None:
-                profiler.send_signal(signal.SIGINT)
-                try:
-                    profiler.wait(30)
-                except subprocess.TimeoutExpired:
-                    profiler.kill()
-                    profiler.wait(5)
+                _stop_profiler(profiler)
             server.stop()
+
+    def _start_send_servers(self, stack: contextlib.ExitStack) -> tuple[dict[Family, ServerProcess], int]:
+        """The selected send families' servers, and how many failed to start (skipped ones are no failure)."""
+        servers: dict[Family, ServerProcess] = {}
+        failed = 0
+        for family in (f for f in self.args.families if f.kind == "send"):
+            try:
+                servers[family] = stack.enter_context(self._serving(family))
+            except SdkUnavailableError as error:
+                self._not_run(family, "skipped", f"{SDK_REQUIREMENT} unavailable: {error}")
+            except Exception as error:
+                failed += 1
+                self._not_run(family, "failed", f"{type(error).__name__}: {error}")
+        return servers, failed
+
+    def run_send_families(self) -> int:
+        """One run of every send case, the families interleaved at each concurrency; how many failed."""
+        assert self.pool is not None
+        with contextlib.ExitStack() as stack:
+            servers, failed = self._start_send_servers(stack)
+            metadata = [EXTENSION_METADATA if family.extension else measure.V1 for family in servers]
+            for c in self.args.concurrency if servers else []:
+                try:
+                    results = measure.measure_send(list(servers.values()), metadata, self.pool, self.settings, c)
+                except Exception as error:
+                    failed += 1
+                    results = [{"failed": f"{type(error).__name__}: {error}", "concurrency": c}] * len(servers)
+                for family, result in zip(servers, results, strict=True):
+                    self._record(family, result, f"@{c}")
+        return failed
+
+    def run_family(self, family: Family) -> None:
+        """One run of a stream, fanout or memory family."""
+        assert self.pool is not None
+        try:
+            with self._serving(family) as server:
+                if family.kind == "stream":
+                    result = measure.measure_stream(server, self.pool, self.settings, self.args.stream_concurrency)
+                elif family.kind == "fanout":
+                    result = measure.measure_fanout(server, self.pool, self.settings, self.args.subscribers)
+                else:
+                    result = measure.measure_memory(server, self.pool, self.settings, self.args.memory_tasks, 64)
+                self._record(family, result)
+        except SdkUnavailableError as error:
+            self._not_run(family, "skipped", f"{SDK_REQUIREMENT} unavailable: {error}")
 
     def run(self) -> int:
         """Every selected case, `--repeat` times round-robin (memory.ours once); 1 when any case failed."""
-        self.pool = LoadPool(self.args.load_procs)
-        failed = 0
+        self.pool = LoadPool(self.args.load_procs, self.load_cpus)
         print(report.table([]), flush=True)  # the header; each case prints its row when measured
+        failed = 0
         for repetition in range(self.args.repeat):
             self._repetition = repetition
+            failed += self.run_send_families()
             for family in self.args.families:
-                if family.kind == "memory" and self._repetition > 0:
+                if family.kind == "send" or (family.kind == "memory" and repetition > 0):
                     continue
                 try:
                     self.run_family(family)
@@ -272,7 +339,12 @@ class Bench:
             "warmup_seconds": self.args.warmup,
             "concurrency": self.args.concurrency,
             "repeat": self.args.repeat,
+            "send_slice_seconds": self.args.slice,
+            "send_settle_seconds": measure.SETTLE_SECONDS,
+            "send_cycles": self.settings.cycles,  # per run
             "load_processes": self.args.load_procs,
+            "server_cpus": sorted(self.server_cpus) if self.server_cpus else "any",
+            "load_cpus": sorted(self.load_cpus) if self.load_cpus else "any",
             "channels_per_load_process": self.args.channels,
             "stream_concurrency": self.args.stream_concurrency,
             "stream_chunks": CHUNKS,

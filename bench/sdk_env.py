@@ -15,6 +15,8 @@ SDK_REQUIREMENT = "a2a-sdk[grpc]==1.3.0"
 # The grpc extra brings grpcio, grpcio-tools and grpcio-reflection; uvloop is only for --sdk-uvloop.
 EXTRA_REQUIREMENTS = ("uvloop>=0.21",)
 INSTALL_TIMEOUT_SECONDS = 600
+VENV_NAME = ".bench-venv-sdk"
+INSTALLED = " ".join((SDK_REQUIREMENT, *EXTRA_REQUIREMENTS))  # the content of a finished install's stamp file
 
 
 class SdkUnavailableError(Exception):
@@ -33,25 +35,33 @@ def _install_lock(venv: Path) -> Iterator[None]:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-def sdk_python(root: Path, venv_name: str = ".bench-venv-sdk") -> Path:
+def sdk_python(root: Path) -> Path:
     """The SDK venv's python, creating the venv and installing the SDK the first time."""
-    venv = root / venv_name
+    venv = root / VENV_NAME
     with _install_lock(venv):
         return _ensure_installed(venv)
 
 
+def sdk_installed(root: Path) -> bool:
+    """Whether the SDK venv is installed already, so that sdk_python downloads nothing."""
+    return _installed(root / VENV_NAME)
+
+
+def _installed(venv: Path) -> bool:
+    stamp = venv / ".bench-installed"
+    return (venv / "bin" / "python").exists() and stamp.exists() and stamp.read_text() == INSTALLED
+
+
 def _ensure_installed(venv: Path) -> Path:
     python = venv / "bin" / "python"
-    stamp = venv / ".bench-installed"
-    wanted = " ".join((SDK_REQUIREMENT, *EXTRA_REQUIREMENTS))
-    if python.exists() and stamp.exists() and stamp.read_text() == wanted:
+    if _installed(venv):
         return python
     steps = [
         [sys.executable, "-m", "venv", "--clear", str(venv)],
         [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", SDK_REQUIREMENT],
         [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *EXTRA_REQUIREMENTS],
     ]
-    print(f"bench: installing {wanted} into {venv.name}/ (once)", file=sys.stderr, flush=True)
+    print(f"bench: installing {INSTALLED} into {venv.name}/ (once)", file=sys.stderr, flush=True)
     for step in steps:
         try:
             done = subprocess.run(step, capture_output=True, text=True, timeout=INSTALL_TIMEOUT_SECONDS)
@@ -68,5 +78,5 @@ def _ensure_installed(venv: Path) -> Path:
     )
     if check.returncode != 0:
         raise SdkUnavailableError(f"the SDK's gRPC server does not import: {check.stderr.strip()[-300:]}")
-    stamp.write_text(wanted)
+    (venv / ".bench-installed").write_text(INSTALLED)
     return python

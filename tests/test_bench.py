@@ -2,18 +2,33 @@
 
 Not a performance test: it checks that every case ran against a real server and produced sane
 numbers, never how fast anything was.
+
+The reference SDK's cases need the SDK's own venv, which the bench installs from the package index the
+first time: they run when A2A_GRPC_BENCH_SDK=1 (installing it if need be), or when that venv is there
+already and A2A_GRPC_BENCH_SDK is not 0. The other cases always run, offline.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from bench.sdk_env import sdk_installed
+
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def _with_sdk() -> bool:
+    switch = os.environ.get("A2A_GRPC_BENCH_SDK")
+    return sdk_installed(ROOT) if switch is None else switch == "1"
+
+
+WITH_SDK = _with_sdk()
 CONCURRENCY = (1, 2)
 SEND_FAMILIES = (
     "send.bare",
@@ -24,9 +39,13 @@ SEND_FAMILIES = (
     "send.sqlite.ext",
     "send.sqlite.noext",
 )
-OTHER_CASES = ("stream.bare", "stream.sdk", "stream.ours", "fanout.sdk", "fanout.ours")
+OTHER_CASES = ("stream.bare", "stream.sdk", "stream.ours", "fanout.sdk", "fanout.ours", "memory.ours")
 MEMORY_TASKS = 300
 SUBSCRIBERS = 4
+
+
+def _selected(names: tuple[str, ...]) -> list[str]:
+    return [name for name in names if WITH_SDK or "sdk" not in name]
 
 
 @pytest.fixture(scope="module")
@@ -35,6 +54,7 @@ def bench_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any],
     argv = [
         "bash",
         str(ROOT / "scripts" / "bench"),
+        f"--cases={','.join(_selected(SEND_FAMILIES + OTHER_CASES))}",
         "--quick",
         "--duration=1",
         "--warmup=0.2",
@@ -56,7 +76,7 @@ def _cases(document: dict[str, Any]) -> dict[str, dict[str, Any]]:
 @pytest.mark.timeout(900)
 def test_every_case_is_measured(bench_run: tuple[dict[str, Any], str]) -> None:
     cases = _cases(bench_run[0])
-    expected = [f"{family}@{c}" for family in SEND_FAMILIES for c in CONCURRENCY] + [*OTHER_CASES, "memory.ours"]
+    expected = [f"{family}@{c}" for family in _selected(SEND_FAMILIES) for c in CONCURRENCY] + _selected(OTHER_CASES)
     assert sorted(cases) == sorted(expected)
     for name, case in cases.items():
         assert "skipped" not in case and "failed" not in case, (name, case)
@@ -75,6 +95,10 @@ def test_throughput_cases_have_sane_numbers(bench_run: tuple[dict[str, Any], str
         assert case["window_seconds"] > 0, name
         if case["kind"] == "send":
             assert case["unit"] == "req/s" and case["concurrency"] in CONCURRENCY, name
+            # measured in turns, interleaved with the other send cases: a rate and a CPU cost for each turn
+            cycles = bench_run[0]["meta"]["send_cycles"] * bench_run[0]["meta"]["repeat"]
+            assert len(case["cycle_rates"]) == len(case["cycle_cpu_us"]) == cycles, name
+            assert all(rate > 0 for rate in case["cycle_rates"]) and all(case["cycle_cpu_us"]), name
         else:
             assert case["unit"] == "events/s" and case["events"] > 0, name
 
@@ -82,7 +106,7 @@ def test_throughput_cases_have_sane_numbers(bench_run: tuple[dict[str, Any], str
 @pytest.mark.timeout(900)
 def test_fanout_delivers_every_event_to_every_subscriber(bench_run: tuple[dict[str, Any], str]) -> None:
     cases = _cases(bench_run[0])
-    for name in ("fanout.ours", "fanout.sdk"):
+    for name in _selected(("fanout.ours", "fanout.sdk")):
         case = cases[name]
         assert case["concurrency"] == SUBSCRIBERS
         # each round: every subscriber reads the task's events to its end (chunks plus the final status)
@@ -102,15 +126,23 @@ def test_ratios_and_table_are_reported(bench_run: tuple[dict[str, Any], str]) ->
     document, stdout = bench_run
     names = {r["ratio"] for r in document["ratios"]}
     top = max(CONCURRENCY)
-    for wanted in (
+    wanted = (
         f"send.memory.ext@{top} / sdk",
         f"send.sqlite.noext@{top} / bare",
         f"extension overhead send.memory@{top} (1 - ext/noext)",
+        f"extension overhead send.sqlite@{top}, server CPU (ext/noext - 1)",
+        "stream.ours / stream.bare",
         "stream.ours / stream.sdk",
         "fanout.ours / fanout.sdk",
-    ):
-        assert wanted in names
+    )
+    for ratio in _selected(wanted):
+        assert ratio in names
+    assert {t["target"] for t in document["targets"]} == {
+        f"send.memory.ext@{top} >= 0.75x bare",
+        f"extension overhead send.memory@{top} < 5% (server CPU, ext/noext - 1)",
+        f"extension overhead send.sqlite@{top} < 5% (server CPU, ext/noext - 1)",
+    }
     assert document["load_generator_ceiling"].startswith("load generator ceiling:")
     assert document["meta"]["load_processes"] >= 2
-    for line in ("Ratios (measured side by side in this run):", "Issue 4 targets:", "send.memory.ext@1"):
+    for line in ("Ratios (measured side by side in this run", "Targets:", "send.memory.ext@1"):
         assert line in stdout
