@@ -179,25 +179,25 @@ class EventPublisher:
         self._recorder.record_reply(message)
 
     async def working(self, message: a2a_pb2.Message | str | None = None) -> None:
-        await self.status(TaskState.TASK_STATE_WORKING, message)
+        await self.status(a2a_pb2.TASK_STATE_WORKING, message)
 
     async def input_required(self, message: a2a_pb2.Message | str) -> None:
-        await self.status(TaskState.TASK_STATE_INPUT_REQUIRED, message)
+        await self.status(a2a_pb2.TASK_STATE_INPUT_REQUIRED, message)
 
     async def auth_required(self, message: a2a_pb2.Message | str) -> None:
-        await self.status(TaskState.TASK_STATE_AUTH_REQUIRED, message)
+        await self.status(a2a_pb2.TASK_STATE_AUTH_REQUIRED, message)
 
     async def complete(self, message: a2a_pb2.Message | str | None = None) -> None:
-        await self.status(TaskState.TASK_STATE_COMPLETED, message)
+        await self.status(a2a_pb2.TASK_STATE_COMPLETED, message)
 
     async def fail(self, message: a2a_pb2.Message | str | None = None) -> None:
-        await self.status(TaskState.TASK_STATE_FAILED, message)
+        await self.status(a2a_pb2.TASK_STATE_FAILED, message)
 
     async def reject(self, message: a2a_pb2.Message | str | None = None) -> None:
-        await self.status(TaskState.TASK_STATE_REJECTED, message)
+        await self.status(a2a_pb2.TASK_STATE_REJECTED, message)
 
     async def canceled(self, message: a2a_pb2.Message | str | None = None) -> None:
-        await self.status(TaskState.TASK_STATE_CANCELED, message)
+        await self.status(a2a_pb2.TASK_STATE_CANCELED, message)
 
     async def artifact(
         self,

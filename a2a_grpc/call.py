@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from a2a_grpc.errors import Metadata
+
+
+def no_deadline() -> float | None:
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -15,12 +20,13 @@ class CallContext:
     `requested_extensions` is what the client asked for (split, trimmed, de-duplicated);
     `activated_extensions` is the subset the agent declares and whose dependencies are active, and
     `echo` their comma-joined form as the response's `a2a-extensions` ("" when none is active).
-    `deadline` is the seconds the client left the call when it arrived, None when it set none.
+    `time_remaining()` is the seconds left before the client's deadline, None when it set none (asked
+    of the transport only when called: reading it costs more than the rest of the context).
     """
 
     method: str = ""
     metadata: Metadata = ()
-    deadline: float | None = None
+    time_remaining: Callable[[], float | None] = field(default=no_deadline, repr=False, compare=False)
     principal: str = ""
     version: str = "1.0"
     requested_extensions: tuple[str, ...] = ()

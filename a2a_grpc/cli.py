@@ -15,6 +15,7 @@ from typing import Any
 from a2a_grpc.card import CardError
 from a2a_grpc.cli_client import add_client_parsers, run_client_command
 from a2a_grpc.server import DEFAULT_STORE_URL, A2AServer, ServerSettings
+from a2a_grpc.store import StoreError
 
 
 def _env(name: str, default: str | None) -> str | None:
@@ -105,7 +106,7 @@ async def _serve(server: A2AServer) -> int:
         loop.add_signal_handler(sig, stop.set)
     try:
         await server.serve_until(stop)
-    except OSError as error:
+    except (OSError, StoreError) as error:
         print(f"a2a-grpc: {error}", file=sys.stderr)
         return 1
     return 0

@@ -25,6 +25,13 @@ from google.rpc import error_details_pb2, status_pb2
 
 ERROR_DOMAIN = "a2a-protocol.org"
 STATUS_DETAILS_KEY = "grpc-status-details-bin"
+# Error trailers count against the client's header limit (8 KiB by default): these bounds keep a status
+# with the longest message, metadata and violations under 7 KiB even when every character takes 4 bytes.
+MAX_MESSAGE_BYTES = 512
+MAX_TEXT_BYTES = 128  # an ErrorInfo metadata key or value, a violation's field or description
+MAX_VIOLATIONS = 20
+MAX_VIOLATION_BYTES = 2048  # the fields and descriptions of the violations listed, together
+_ELLIPSIS = "\u2026"
 
 Metadata = Sequence[tuple[str, str | bytes]]
 
@@ -185,6 +192,12 @@ class UnavailableError(A2AError):
     code = grpc.StatusCode.UNAVAILABLE
 
 
+class StorageUnavailableError(UnavailableError):
+    """Not an A2A error: the server cannot store anything right now (its storage is full); retry later."""
+
+    reason = "STORAGE_UNAVAILABLE"
+
+
 class DataLossError(A2AError):
     code = grpc.StatusCode.DATA_LOSS
 
@@ -222,6 +235,7 @@ ERROR_TABLE: tuple[type[A2AError], ...] = (
     AuthenticationError,
     PermissionDeniedError,
     InternalError,
+    StorageUnavailableError,
 )
 ERROR_BY_REASON: dict[str, type[A2AError]] = {
     **{cls.reason: cls for cls in ERROR_TABLE},
@@ -250,20 +264,49 @@ ERROR_BY_CODE: dict[grpc.StatusCode, type[A2AError]] = {cls.code: cls for cls in
 
 
 def status_trailers(error: A2AError, extra: Metadata = ()) -> tuple[tuple[str, str | bytes], ...]:
-    """The trailing metadata that carries `error` as a rich status, plus `extra` entries."""
-    status = status_pb2.Status(code=error.code.value[0], message=error.message)
+    """The trailing metadata that carries `error` as a rich status, plus `extra` entries.
+
+    Every detail is bounded, so no input can push the trailers past a client's header limit.
+    """
+    status = status_pb2.Status(code=error.code.value[0], message=status_message(error))
     if error.reason or error.metadata:
-        info = error_details_pb2.ErrorInfo(reason=error.reason, domain=ERROR_DOMAIN, metadata=error.metadata)
+        metadata = {_clip(key, MAX_TEXT_BYTES): _clip(value, MAX_TEXT_BYTES) for key, value in error.metadata.items()}
+        info = error_details_pb2.ErrorInfo(reason=error.reason, domain=ERROR_DOMAIN, metadata=metadata)
         status.details.append(_pack(info))
     if error.violations:
-        bad_request = error_details_pb2.BadRequest(
-            field_violations=[
-                error_details_pb2.BadRequest.FieldViolation(field=field, description=description)
-                for field, description in error.violations
-            ]
-        )
-        status.details.append(_pack(bad_request))
+        status.details.append(_pack(_bad_request(error.violations)))
     return ((STATUS_DETAILS_KEY, status.SerializeToString()), *extra)
+
+
+def status_message(error: A2AError) -> str:
+    """The status message that carries `error`: its message, cut to MAX_MESSAGE_BYTES."""
+    return _clip(error.message, MAX_MESSAGE_BYTES)
+
+
+def _bad_request(violations: Sequence[tuple[str, str]]) -> error_details_pb2.BadRequest:
+    """The first violations, as many as the bounds allow, then one that counts the rest."""
+    listed: list[error_details_pb2.BadRequest.FieldViolation] = []
+    size = 0
+    for field, description in violations[:MAX_VIOLATIONS]:
+        field, description = _clip(field, MAX_TEXT_BYTES), _clip(description, MAX_TEXT_BYTES)
+        size += len(field.encode()) + len(description.encode())
+        if size > MAX_VIOLATION_BYTES:
+            break
+        listed.append(error_details_pb2.BadRequest.FieldViolation(field=field, description=description))
+    if len(listed) < len(violations):
+        more = f"and {len(violations) - len(listed):,} more violations"
+        listed.append(error_details_pb2.BadRequest.FieldViolation(description=more))
+    return error_details_pb2.BadRequest(field_violations=listed)
+
+
+def _clip(text: str, limit: int) -> str:
+    """`text`, or when its UTF-8 form is longer than `limit` bytes, its head and tail around an ellipsis."""
+    data = text.encode()
+    if len(data) <= limit:
+        return text
+    keep = limit - len(_ELLIPSIS.encode())
+    tail = keep // 3
+    return data[: keep - tail].decode(errors="ignore") + _ELLIPSIS + data[len(data) - tail :].decode(errors="ignore")
 
 
 def _pack(message: error_details_pb2.ErrorInfo | error_details_pb2.BadRequest) -> any_pb2.Any:

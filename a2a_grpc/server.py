@@ -11,8 +11,9 @@ from typing import Any
 
 import grpc
 from aiohttp import web
+from aiohttp.log import server_logger
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
+from grpc_reflection.v1alpha import reflection, reflection_pb2_grpc
 
 from a2a_grpc.agent import AgentExecutor, declared_extensions
 from a2a_grpc.agents.echo import EchoAgent
@@ -20,6 +21,8 @@ from a2a_grpc.card import GRPC_BINDING, CardError, card_json, complete_card, loa
 from a2a_grpc.extensions import ExtensionRegistry
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.interceptors.server import ServerChain
+from a2a_grpc.interceptors.server.services import GuardedServices
+from a2a_grpc.network_logs import HttpServerLog, quiet_grpc_metadata_logs
 from a2a_grpc.protocol import AGENT_CARD_PATH, SERVICE_NAME
 from a2a_grpc.servicer import A2AServicer
 from a2a_grpc.store import TaskStore, open_store
@@ -100,8 +103,9 @@ class A2AServer:
         self.registry = ExtensionRegistry(declared_extensions(self.agent))
         self.card, self.extended_card = _serving_cards(settings, self.registry)
         self.store = store if store is not None else open_store(settings.store_url)
-        self.manager = TaskManager(self.store, self.agent)
+        self.manager = TaskManager(self.store, self.agent, on_storage_writable=self._report_storage)
         self.health = health.aio.HealthServicer()
+        self._health_updates: set[asyncio.Future[None]] = set()
         self.port = 0
         self.http_port = 0
         self._server: grpc.aio.Server | None = None
@@ -120,6 +124,7 @@ class A2AServer:
             negotiate_extensions=settings.negotiate_extensions,
             echo_unary_headers=settings.echo_unary_headers,
         )
+        quiet_grpc_metadata_logs()
         server = grpc.aio.server(
             options=[
                 ("grpc.max_receive_message_length", settings.max_message_bytes),
@@ -134,8 +139,12 @@ class A2AServer:
         handlers = chain.method_handlers(A2AServicer(self.manager, self.card, self.registry, self.extended_card))
         server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE_NAME, handlers),))
         server.add_registered_method_handlers(SERVICE_NAME, handlers)
-        health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
-        reflection.enable_server_reflection((SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
+        guarded = GuardedServices(server)
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, guarded)
+        reflected = (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME)
+        reflection_pb2_grpc.add_ServerReflectionServicer_to_server(
+            reflection.aio.ReflectionServicer(reflected), guarded
+        )
         try:
             self.port = server.add_insecure_port(settings.listen)
         except RuntimeError:  # grpcio raises it when nothing could be bound (address in use, bad address)
@@ -155,6 +164,14 @@ class A2AServer:
                 raise OSError(f"cannot serve the agent card on {settings.http_listen}: {error.strerror}") from None
         card_at = f"http://{self.http_target}{AGENT_CARD_PATH}" if settings.http_listen else "-"
         log.info("serving A2A on %s (card on %s)", self.grpc_target, card_at)
+
+    def _report_storage(self, writable: bool) -> None:
+        """grpc.health.v1 says NOT_SERVING while the store refuses writes for want of space."""
+        status = health_pb2.HealthCheckResponse.SERVING if writable else health_pb2.HealthCheckResponse.NOT_SERVING
+        for service in ("", SERVICE_NAME):
+            update = asyncio.ensure_future(self.health.set(service, status))
+            self._health_updates.add(update)
+            update.add_done_callback(self._health_updates.discard)
 
     def _advertise_bound_port(self) -> None:
         """With `--listen HOST:0` the card's gRPC interface gets the port actually bound."""
@@ -188,7 +205,7 @@ class A2AServer:
 
         app = web.Application()
         app.router.add_get(AGENT_CARD_PATH, agent_card)
-        runner = web.AppRunner(app, access_log=None)
+        runner = web.AppRunner(app, access_log=None, logger=HttpServerLog(server_logger))
         await runner.setup()
         self._http = runner
         host, _, port = listen.rpartition(":")

@@ -10,17 +10,22 @@ from collections.abc import Callable
 from functools import cache
 
 from google.api import field_behavior_pb2
+from google.protobuf import timestamp_pb2
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message as ProtoMessage
 
 from a2a_grpc.errors import InvalidRequestError
 from a2a_grpc.generated import a2a_pb2
+from a2a_grpc.nesting import MAX_JSON_NESTING, JsonValue, nests_deeper_than
 
 Violations = list[tuple[str, str]]
 Check = Callable[[ProtoMessage, str, Violations], None]
 
 MAX_PAGE_SIZE = 100
 DEFAULT_PAGE_SIZE = 50
+# google.protobuf.Timestamp's valid range: 0001-01-01T00:00:00Z to 9999-12-31T23:59:59.999999999Z
+MIN_TIMESTAMP_SECONDS = -62_135_596_800
+MAX_TIMESTAMP_SECONDS = 253_402_300_799
 _PACKAGE = "lf.a2a.v1."
 _REQUIRED = field_behavior_pb2.REQUIRED
 
@@ -126,7 +131,8 @@ def _check_history_length(request: ProtoMessage, path: str, out: Violations) -> 
 
 def validate_send(request: a2a_pb2.SendMessageRequest) -> None:
     out = required_violations(request)
-    for index, part in enumerate(request.message.parts):
+    message = request.message
+    for index, part in enumerate(message.parts):
         content = part.WhichOneof("content")
         if content is None:
             out.append((f"message.parts[{index}]", "has no content: set one of text, raw, url or data"))
@@ -134,9 +140,22 @@ def validate_send(request: a2a_pb2.SendMessageRequest) -> None:
             out.append((f"message.parts[{index}].data", "must hold a JSON value"))
         elif content != "data" and not getattr(part, content):
             out.append((f"message.parts[{index}].{content}", "must not be empty"))
+        if content == "data":
+            _check_nesting(part.data, f"message.parts[{index}].data", out)
+        if part.HasField("metadata"):
+            _check_nesting(part.metadata, f"message.parts[{index}].metadata", out)
+    if message.HasField("metadata"):
+        _check_nesting(message.metadata, "message.metadata", out)
+    if request.HasField("metadata"):
+        _check_nesting(request.metadata, "metadata", out)
     if request.HasField("configuration"):
         _check_history_length(request.configuration, "configuration.", out)
     _raise_if(out)
+
+
+def _check_nesting(value: JsonValue, path: str, out: Violations) -> None:
+    if nests_deeper_than(value):
+        out.append((path, f"nests objects or arrays deeper than {MAX_JSON_NESTING} levels"))
 
 
 def validate_get(request: a2a_pb2.GetTaskRequest) -> None:
@@ -156,8 +175,14 @@ def validate_list(request: a2a_pb2.ListTasksRequest) -> int:
             out.append(("page_size", f"must be between 1 and {MAX_PAGE_SIZE}"))
     if request.status and request.status not in a2a_pb2.TaskState.values():
         out.append(("status", f"{request.status} is not a TaskState"))
+    if request.HasField("status_timestamp_after") and not _valid_timestamp(request.status_timestamp_after):
+        out.append(("status_timestamp_after", "must be between 0001-01-01T00:00:00Z and 9999-12-31T23:59:59Z"))
     _raise_if(out)
     return page_size
+
+
+def _valid_timestamp(stamp: timestamp_pb2.Timestamp) -> bool:
+    return MIN_TIMESTAMP_SECONDS <= stamp.seconds <= MAX_TIMESTAMP_SECONDS and 0 <= stamp.nanos <= 999_999_999
 
 
 def validate_push_config_page_size(request: a2a_pb2.ListTaskPushNotificationConfigsRequest) -> int:

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import base64
+import logging
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any
 
 import grpc
 import pytest
 from conftest import V1, StartServer, bad_request, send_request, user_message
+from google.protobuf import timestamp_pb2
 from rpc_helpers import TEST_SECONDS, Stub, assert_error, make_stub, rpc_error, stream_error
 
 from a2a_grpc.generated import a2a_pb2
@@ -146,7 +150,7 @@ async def test_every_violation_is_reported(stub: Stub) -> None:
 
 async def test_an_unknown_task_id_is_not_found(stub: Stub) -> None:
     async with asyncio.timeout(TEST_SECONDS):
-        for task_id in ("unknown", "x" * 500, "../../etc/passwd", "' OR 1=1 --"):
+        for task_id in ("unknown", "x" * 100, "../../etc/passwd", "' OR 1=1 --"):
             error = await rpc_error(stub.GetTask(a2a_pb2.GetTaskRequest(id=task_id), metadata=V1))
             assert_error(error, grpc.StatusCode.NOT_FOUND, "TASK_NOT_FOUND", taskId=task_id)
         await assert_still_serving(stub)
@@ -181,3 +185,53 @@ async def test_bytes_that_are_not_a_request_are_invalid_and_leak_nothing(start_s
                 assert "DecodeError" not in (failure.details() or "")
                 assert "lf.a2a.v1" not in (failure.details() or "")
             await assert_still_serving(make_stub(channel))
+
+
+NESTED_TOKENS = {
+    "page_token nested past the JSON decoder's recursion limit": base64.urlsafe_b64encode(b"[" * 3000).decode(),
+    "page_token nested 100000 deep": base64.urlsafe_b64encode(b"[" * 100_000).decode(),
+}
+OUT_OF_RANGE_TIMESTAMPS = {
+    "seconds 2**62": timestamp_pb2.Timestamp(seconds=2**62),
+    "seconds -2**62": timestamp_pb2.Timestamp(seconds=-(2**62)),
+    "after 9999-12-31T23:59:59Z": timestamp_pb2.Timestamp(seconds=253_402_300_800),
+    "before 0001-01-01T00:00:00Z": timestamp_pb2.Timestamp(seconds=-62_135_596_801),
+    "negative nanos": timestamp_pb2.Timestamp(seconds=0, nanos=-1),
+}
+
+
+def list_configs(**fields: Any) -> Call:
+    request = a2a_pb2.ListTaskPushNotificationConfigsRequest(**fields)
+    return lambda stub: stub.ListTaskPushNotificationConfigs(request, metadata=V1)
+
+
+def hostile_list_calls(task_id: str) -> dict[str, tuple[Call, str]]:
+    """ListTasks and ListTaskPushNotificationConfigs inputs that once reached the store and came back INTERNAL."""
+    calls: dict[str, tuple[Call, str]] = {}
+    for name, token in NESTED_TOKENS.items():
+        calls[f"ListTasks {name}"] = (list_tasks(page_token=token), "page_token")
+        calls[f"ListTaskPushNotificationConfigs {name}"] = (
+            list_configs(task_id=task_id, page_token=token),
+            "page_token",
+        )
+    for name, stamp in OUT_OF_RANGE_TIMESTAMPS.items():
+        calls[f"status_timestamp_after {name}"] = (list_tasks(status_timestamp_after=stamp), "status_timestamp_after")
+    return calls
+
+
+@pytest.mark.parametrize("store", ["memory", "sqlite"])
+async def test_hostile_list_inputs_are_invalid_arguments_and_log_no_error(
+    start_server: StartServer, tmp_path: Path, caplog: pytest.LogCaptureFixture, store: str
+) -> None:
+    async with asyncio.timeout(TEST_SECONDS):
+        store_url = "memory" if store == "memory" else f"sqlite:///{tmp_path / 'tasks.db'}"
+        server = await start_server(store_url=store_url)
+        async with grpc.aio.insecure_channel(server.grpc_target) as channel:
+            stub = make_stub(channel)
+            task = (await stub.SendMessage(send_request("a task to list configs of"), metadata=V1)).task
+            for case, (call, field) in hostile_list_calls(task.id).items():
+                error = await rpc_error(call(stub))
+                assert_error(error, INVALID_ARGUMENT, "INVALID_PARAMS")
+                assert [v.field for v in bad_request(error).field_violations] == [field], case
+            await assert_still_serving(stub)
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []

@@ -119,6 +119,30 @@ def test_other_bad_settings_are_refused(tmp_path: Path, args: list[str], fragmen
         assert fragment in done.stderr, (fragment, done.stderr)
 
 
+def unopenable_store(tmp_path: Path, case: str) -> Path:
+    """A store path SQLite cannot open, even for root."""
+    if case == "not-a-database":
+        (tmp_path / "tasks.db").write_text("plain text, not an SQLite database " * 100)
+        return tmp_path / "tasks.db"
+    if case == "a-directory":
+        (tmp_path / "tasks.db").mkdir()
+        return tmp_path / "tasks.db"
+    if case == "under-a-regular-file":
+        (tmp_path / "file").write_text("a file, not a directory")
+        return tmp_path / "file" / "tasks.db"
+    return Path("/proc/a2a-grpc-tasks.db")  # read-only for root too
+
+
+@pytest.mark.parametrize("case", ["not-a-database", "a-directory", "under-a-regular-file", "read-only-location"])
+def test_a_store_that_cannot_be_opened_is_refused_in_one_line(tmp_path: Path, case: str) -> None:
+    path = unopenable_store(tmp_path, case)
+    done = run_serve([*Ports.free().flags(), "--store", f"sqlite:///{path}"], cwd=tmp_path)
+    assert done.returncode != 0
+    assert "Traceback" not in done.stderr, done.stderr
+    [line] = done.stderr.splitlines()
+    assert line.startswith(f"a2a-grpc: cannot open the task store {path}: "), line
+
+
 @pytest.mark.parametrize("busy", ["grpc", "http"])
 def test_a_busy_port_is_refused_and_the_process_exits(tmp_path: Path, busy: str) -> None:
     with serve_process(tmp_path / "first") as first:

@@ -92,7 +92,13 @@ class RecordingAgent:
     async def execute(self, context: RequestContext, events: EventPublisher) -> None:
         call = context.call
         self.seen.append(
-            Seen(context.text(), call.version, call.requested_extensions, context.activated_extensions, call.deadline)
+            Seen(
+                context.text(),
+                call.version,
+                call.requested_extensions,
+                context.activated_extensions,
+                call.time_remaining(),
+            )
         )
         if self.gate is not None:
             await self.gate.wait()

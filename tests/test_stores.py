@@ -344,7 +344,19 @@ def b64(raw: str) -> str:
 
 @pytest.mark.parametrize(
     "token",
-    ["garbage!", "%%%", b64("not json"), b64("{}"), b64("[]"), b64('["t1","ts","id"]'), b64('["c2","x"]')],
+    [
+        "garbage!",
+        "%%%",
+        b64("not json"),
+        b64("{}"),
+        b64("[]"),
+        b64('["t1","ts","id"]'),
+        b64('["c2","x"]'),
+        b64("[" * 3000),  # nested deeper than the JSON decoder recurses, short enough to be decoded
+        b64("[" * 100_000),
+        b64('["t1",0,"' + "x" * 5000 + '"]'),  # well formed, but longer than any token the server issues
+    ],
+    ids=lambda token: token[:16] if len(token) < 100 else f"{len(token)} chars",
 )
 async def test_invalid_page_token(store: TaskStore, token: str) -> None:
     with pytest.raises(InvalidPageTokenError):
@@ -485,6 +497,39 @@ async def test_sqlite_serializes_at_apply_time(sqlite_store: SqliteStore) -> Non
     stored = await sqlite_store.get_task("t1", OWNER)
     assert stored is not None
     assert (len(stored.history), stored.status.state) == (1, SUBMITTED)
+
+
+def stored_chunks(path: Path, task_id: str) -> list[tuple[str, int]]:
+    with sqlite3.connect(path) as conn:
+        sql = "SELECT artifact_id, append FROM artifacts WHERE task_id = ? ORDER BY seq"
+        return conn.execute(sql, (task_id,)).fetchall()
+
+
+@pytest.mark.parametrize(
+    "final",
+    [COMPLETED, a2a_pb2.TASK_STATE_FAILED, a2a_pb2.TASK_STATE_CANCELED],
+    ids=["completed", "failed", "canceled"],
+)
+async def test_sqlite_keeps_one_chunk_row_per_artifact_of_a_finished_task(
+    sqlite_store: SqliteStore, final: a2a_pb2.TaskState
+) -> None:
+    manager = Manager(sqlite_store)
+    await manager.create("t1", state=WORKING, artifacts=[artifact("a0", "from the start")])
+    for i in range(300):
+        await manager.update("t1", artifact=artifact("a1", f"draft {i}", name="report"))
+    await manager.update("t1", artifact=artifact("a2", "one", metadata=struct(part=1)))
+    await manager.update("t1", artifact=artifact("a2", "two", description="joined"), append=True)
+    assert len(stored_chunks(sqlite_store.path, "t1")) == 303
+    working = await sqlite_store.get_task("t1", OWNER)
+
+    await manager.update("t1", state=final, ts_us=T0 + 1)
+    finished = await sqlite_store.get_task("t1", OWNER)
+
+    assert stored_chunks(sqlite_store.path, "t1") == [("a0", 0), ("a1", 0), ("a2", 0)]
+    assert working is not None and finished is not None
+    assert list(finished.artifacts) == list(working.artifacts) == list(manager.tasks["t1"].artifacts)
+    assert [part.text for part in finished.artifacts[1].parts] == ["draft 299"]
+    assert finished.status.state == final
 
 
 async def test_sqlite_closed_store_refuses_writes(tmp_path: Path) -> None:

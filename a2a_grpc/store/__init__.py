@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from a2a_grpc.store.base import (
     InvalidPageTokenError,
+    StorageFullError,
     StoreError,
     TaskPage,
     TaskQuery,
@@ -18,6 +19,7 @@ __all__ = [
     "InvalidPageTokenError",
     "MemoryStore",
     "SqliteStore",
+    "StorageFullError",
     "StoreError",
     "TaskPage",
     "TaskQuery",

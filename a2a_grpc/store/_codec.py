@@ -11,6 +11,8 @@ from a2a_grpc.store.base import InvalidPageTokenError
 
 _TASK_CURSOR = "t1"
 _CONFIG_CURSOR = "c1"
+# Far above any token this server issues for its own ids; a longer one is refused before it is decoded.
+MAX_PAGE_TOKEN_CHARS = 4096
 
 
 def now_us() -> int:
@@ -58,10 +60,13 @@ def _encode(fields: list[object]) -> str:
 
 
 def _decode(token: str) -> list[object]:
+    if len(token) > MAX_PAGE_TOKEN_CHARS:
+        raise InvalidPageTokenError("invalid page token")
     try:
         raw = base64.b64decode(token + "=" * (-len(token) % 4), altchars=b"-_", validate=True)
         fields = json.loads(raw)
-    except ValueError as exc:  # binascii.Error, UnicodeDecodeError and JSONDecodeError included
+    # ValueError includes binascii.Error, UnicodeDecodeError and JSONDecodeError; RecursionError is deep nesting
+    except (ValueError, RecursionError) as exc:
         raise InvalidPageTokenError("invalid page token") from exc
     if not isinstance(fields, list):
         raise InvalidPageTokenError("invalid page token")

@@ -19,6 +19,10 @@ class StoreError(Exception):
     """A store failed in a way the caller cannot fix (I/O, corruption)."""
 
 
+class StorageFullError(StoreError):
+    """The store has no room for a write (a full disk, or a size cap): writes fail until space is freed."""
+
+
 class VersionConflictError(StoreError):
     """A write's version does not follow the stored version of the task."""
 
@@ -75,7 +79,8 @@ class TaskStore(Protocol):
     def apply(self, write: TaskWrite) -> asyncio.Future[None]:
         """Queue `write`; the future resolves once it is durable. Writes apply in call order.
 
-        Never raises: a failed write fails its future (VersionConflictError, StoreError, ValueError).
+        Never raises: a failed write fails its future (VersionConflictError, StorageFullError when the
+        store has no room left, StoreError, ValueError).
         """
         ...
 

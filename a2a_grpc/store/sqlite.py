@@ -37,7 +37,7 @@ from a2a_grpc.store._codec import (
     now_us,
     status_ts_us,
 )
-from a2a_grpc.store.base import StoreError, TaskPage, TaskQuery, TaskWrite, VersionConflictError
+from a2a_grpc.store.base import StorageFullError, StoreError, TaskPage, TaskQuery, TaskWrite, VersionConflictError
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -90,7 +90,11 @@ _INSERT_TASK: Final = (
 )
 _INSERT_HISTORY: Final = "INSERT INTO history (task_id, seq, message) VALUES (?, ?, ?)"
 _INSERT_CHUNK: Final = "INSERT INTO artifacts (task_id, seq, artifact_id, append, chunk) VALUES (?, ?, ?, ?, ?)"
+_SELECT_CHUNKS: Final = "SELECT artifact_id, append, chunk FROM artifacts WHERE task_id = ? ORDER BY seq"
 _TASK_COLUMNS: Final = "id, owner, context_id, status, metadata, status_ts_us"
+_FINAL_STATES: Final = frozenset(
+    {a2a_pb2.TASK_STATE_COMPLETED, a2a_pb2.TASK_STATE_FAILED, a2a_pb2.TASK_STATE_CANCELED, a2a_pb2.TASK_STATE_REJECTED}
+)
 
 # The type of google.protobuf.Struct, without importing google.protobuf (it has no type stubs).
 
@@ -152,6 +156,9 @@ class SqliteStore:
         try:
             await asyncio.wrap_future(threads.ready)
             threads.reader_conn = await loop.run_in_executor(threads.reader, _connect_reader, self.path)
+        except (sqlite3.Error, OSError, StoreError) as exc:
+            await _shutdown(threads)
+            raise StoreError(f"cannot open the task store {self.path}: {exc}") from exc
         except BaseException:
             await _shutdown(threads)
             raise
@@ -202,6 +209,13 @@ class SqliteStore:
         deleted: bool = await self._submit(_delete_config, (task_id, config_id, owner))
         return deleted
 
+    async def set_max_pages(self, pages: int) -> int:
+        """Cap the file at `pages` database pages (SQLite's max_page_count; 4 KiB each by default): a write
+        that needs more fails with StorageFullError, as on a full disk. The cap never goes below the
+        pages in use; returns the cap in force."""
+        cap: int = await self._submit(_set_max_pages, pages)
+        return cap
+
     # -- event loop side --------------------------------------------------------------------------
 
     def _submit(self, run: _Run, payload: object) -> asyncio.Future[Any]:
@@ -226,7 +240,7 @@ class SqliteStore:
             conn = _connect_writer(self.path)
         except BaseException as exc:
             threads.stopped.set_result(None)
-            threads.ready.set_exception(_as_store_error(exc))
+            threads.ready.set_exception(exc)
             return
         threads.ready.set_result(None)
         try:
@@ -260,7 +274,7 @@ class SqliteStore:
             conn.execute("COMMIT")
         except sqlite3.Error as exc:
             _rollback(conn)
-            error = StoreError(f"commit failed: {exc}")
+            error = _as_store_error(exc, prefix="commit failed")
             return [(future, error, None) for _, _, future in jobs]
         self.commit_count += 1
         return outcomes
@@ -309,6 +323,8 @@ def _run_in_savepoint(conn: sqlite3.Connection, run: _Run, payload: object) -> t
     try:
         value = run(conn, payload)
     except Exception as exc:  # whatever went wrong, it fails this write only
+        if not conn.in_transaction:
+            raise  # SQLite rolled the whole transaction back (it does on a full disk): the batch fails
         conn.execute("ROLLBACK TO write")
         conn.execute("RELEASE write")
         return _as_store_error(exc), None
@@ -321,9 +337,11 @@ def _rollback(conn: sqlite3.Connection) -> None:
         conn.execute("ROLLBACK")
 
 
-def _as_store_error(exc: BaseException) -> BaseException:
+def _as_store_error(exc: BaseException, prefix: str = "sqlite") -> BaseException:
+    if isinstance(exc, sqlite3.Error) and getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL:
+        return StorageFullError(f"{prefix}: {exc}")
     if isinstance(exc, sqlite3.Error | OSError):
-        return StoreError(f"sqlite: {exc}")
+        return StoreError(f"{prefix}: {exc}")
     return exc
 
 
@@ -336,7 +354,7 @@ def _connect_writer(path: Path) -> sqlite3.Connection:
     try:
         mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
         if mode != "wal":
-            raise StoreError(f"{path}: cannot use WAL journal mode (got {mode!r})")
+            raise StoreError(f"cannot use WAL journal mode (got {mode!r})")
         conn.execute("PRAGMA synchronous = NORMAL")
         conn.execute("PRAGMA foreign_keys = ON")
         conn.execute("PRAGMA busy_timeout = 5000")
@@ -424,6 +442,20 @@ def _apply_write(conn: sqlite3.Connection, write: _Write) -> None:
     if write.chunks:
         chunks = [(write.task_id, chunk_seq + i, *chunk) for i, chunk in enumerate(write.chunks)]
         conn.executemany(_INSERT_CHUNK, chunks)
+    if write.version > 1 and write.status is not None and write.status.state in _FINAL_STATES:
+        _compact_artifacts(conn, write.task_id)
+
+
+def _compact_artifacts(conn: sqlite3.Connection, task_id: str) -> None:
+    """Replace a finished task's artifact chunks by one row per artifact as it stands: every chunk of an
+    artifact appended to or replaced many times would otherwise stay stored."""
+    rows = conn.execute(_SELECT_CHUNKS, (task_id,)).fetchall()
+    if len({artifact_id for artifact_id, _, _ in rows}) == len(rows):
+        return  # one row per artifact already
+    merged = _merge_chunks(rows)
+    conn.execute("DELETE FROM artifacts WHERE task_id = ?", (task_id,))
+    compacted = [(task_id, seq, *_chunk(artifact, False)) for seq, artifact in enumerate(merged)]
+    conn.executemany(_INSERT_CHUNK, compacted)
 
 
 def _insert_task(conn: sqlite3.Connection, write: _Write) -> None:
@@ -465,6 +497,10 @@ def _put_config(conn: sqlite3.Connection, payload: tuple[str, str, str, bytes]) 
 def _delete_config(conn: sqlite3.Connection, payload: tuple[str, str, str]) -> bool:
     sql = "DELETE FROM push_configs WHERE task_id = ? AND config_id = ? AND owner = ?"
     return conn.execute(sql, payload).rowcount > 0
+
+
+def _set_max_pages(conn: sqlite3.Connection, pages: int) -> int:
+    return int(conn.execute(f"PRAGMA max_page_count = {int(pages)}").fetchone()[0])
 
 
 # -- reads: on the reader thread, each inside one read transaction (a consistent snapshot) --------
@@ -537,8 +573,7 @@ def _load_task(conn: sqlite3.Connection, row: tuple[Any, ...], include_artifacts
     for (message,) in conn.execute("SELECT message FROM history WHERE task_id = ? ORDER BY seq", (task_id,)):
         task.history.add().MergeFromString(message)
     if include_artifacts:
-        sql = "SELECT artifact_id, append, chunk FROM artifacts WHERE task_id = ? ORDER BY seq"
-        task.artifacts.extend(_merge_chunks(conn.execute(sql, (task_id,))))
+        task.artifacts.extend(_merge_chunks(conn.execute(_SELECT_CHUNKS, (task_id,))))
     return task
 
 

@@ -35,8 +35,16 @@ StreamItem = tuple[bytes, asyncio.Future[None] | None]  # an encoded StreamRespo
 
 
 def now_timestamp() -> timestamp_pb2.Timestamp:
-    ns = time.time_ns()
-    return timestamp_pb2.Timestamp(seconds=ns // 1_000_000_000, nanos=ns % 1_000_000_000)
+    stamp = timestamp_pb2.Timestamp()
+    stamp_now(stamp)
+    return stamp
+
+
+def stamp_now(stamp: timestamp_pb2.Timestamp) -> None:
+    """Set `stamp` to the current time, in place."""
+    seconds, nanos = divmod(time.time_ns(), 1_000_000_000)
+    stamp.seconds = seconds
+    stamp.nanos = nanos
 
 
 async def wait_durable(write: asyncio.Future[None] | None) -> None:
@@ -120,7 +128,7 @@ class LiveTask:
     caller asked for it at once), so that an agent may answer with a Message instead.
     """
 
-    __slots__ = ("last_write", "owner", "pending", "run", "subscribers", "task", "version")
+    __slots__ = ("last_write", "owner", "pending", "run", "subscribers", "task", "version", "write_error")
 
     def __init__(self, task: a2a_pb2.Task, owner: str, version: int) -> None:
         self.task = task
@@ -130,6 +138,7 @@ class LiveTask:
         self.run: TaskRun | None = None
         self.pending: TaskWrite | None = None
         self.last_write: asyncio.Future[None] | None = None
+        self.write_error: BaseException | None = None  # what callers got for the first write that failed
 
     @property
     def state(self) -> int:

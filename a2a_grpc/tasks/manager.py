@@ -13,6 +13,8 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 from a2a_grpc.agent import AgentExecutor, EventPublisher, PublisherError, RequestContext
 from a2a_grpc.artifacts import apply_artifact_chunk
@@ -21,13 +23,14 @@ from a2a_grpc.errors import (
     A2AError,
     InvalidRequestError,
     PushNotificationConfigNotFoundError,
+    StorageUnavailableError,
     TaskNotCancelableError,
     TaskNotFoundError,
     UnsupportedOperationError,
 )
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.ids import new_id
-from a2a_grpc.store.base import InvalidPageTokenError, TaskPage, TaskQuery, TaskStore, TaskWrite
+from a2a_grpc.store.base import InvalidPageTokenError, StorageFullError, TaskPage, TaskQuery, TaskStore, TaskWrite
 from a2a_grpc.tasks.live import (
     INTERRUPTED_STATES,
     SETTLED_STATES,
@@ -36,11 +39,13 @@ from a2a_grpc.tasks.live import (
     Subscriber,
     TaskState,
     copy_task,
-    now_timestamp,
+    stamp_now,
     wait_durable,
 )
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 # How long CancelTask waits for the agent's own cancel handler before canceling the task itself.
 CANCEL_GRACE_SECONDS = 5.0
@@ -86,11 +91,21 @@ class TaskRun:
 
 
 class TaskManager:
-    def __init__(self, store: TaskStore, executor: AgentExecutor) -> None:
+    """`on_storage_writable(False)` is called when the store turns out to be full, `(True)` when it
+    takes a write again."""
+
+    def __init__(
+        self,
+        store: TaskStore,
+        executor: AgentExecutor,
+        on_storage_writable: Callable[[bool], None] | None = None,
+    ) -> None:
         self.store = store
         self.executor = executor
         self._live: dict[str, LiveTask] = {}
         self._runs: set[asyncio.Task[None]] = set()
+        self._on_storage_writable = on_storage_writable
+        self._storage_full = False
 
     # ---- reads -------------------------------------------------------------------------------
 
@@ -142,7 +157,7 @@ class TaskManager:
         """Create or replace a config of a task the caller sees; a config without an id gets one."""
         await self.get_task(config.task_id, call)
         config.id = config.id or new_id()
-        await self.store.put_push_config(call.principal, config)
+        await self._write_config(self.store.put_push_config(call.principal, config))
         return config
 
     async def get_push_config(
@@ -165,8 +180,19 @@ class TaskManager:
 
     async def delete_push_config(self, task_id: str, config_id: str, call: CallContext) -> None:
         await self.get_task(task_id, call)
-        if not await self.store.delete_push_config(call.principal, task_id, config_id):
+        if not await self._write_config(self.store.delete_push_config(call.principal, task_id, config_id)):
             raise _config_not_found(task_id, config_id)
+
+    async def _write_config(self, write: Awaitable[T]) -> T:
+        """A push-config write: a full store answers UNAVAILABLE and counts as for task writes."""
+        try:
+            result = await write
+        except StorageFullError as error:
+            self._storage_refused(error)
+            raise _storage_unavailable() from None
+        if self._storage_full:
+            self._storage_accepted()
+        return result
 
     # ---- messages ----------------------------------------------------------------------------
 
@@ -199,12 +225,10 @@ class TaskManager:
         message.task_id = task_id
         if not message.context_id:
             message.context_id = new_id()
-        task = a2a_pb2.Task(
-            id=task_id,
-            context_id=message.context_id,
-            status=a2a_pb2.TaskStatus(state=TaskState.TASK_STATE_SUBMITTED, timestamp=now_timestamp()),
-            history=(message,),
-        )
+        task = a2a_pb2.Task(id=task_id, context_id=message.context_id)
+        task.status.state = a2a_pb2.TASK_STATE_SUBMITTED
+        stamp_now(task.status.timestamp)
+        task.history.append(message)
         live = self._live[task_id] = LiveTask(task, owner, 0)
         return live
 
@@ -216,7 +240,7 @@ class TaskManager:
             self._release(live)
             raise
         message.context_id = live.task.context_id
-        self._set_status(live, TaskState.TASK_STATE_WORKING, None, message)
+        self._set_status(live, a2a_pb2.TASK_STATE_WORKING, None, message)
         return live
 
     def _show(self, run: TaskRun) -> None:
@@ -283,7 +307,8 @@ class TaskManager:
         """Apply, persist and publish a new status; its message (and a user message) join the history."""
         write = self._pending_write(live)
         task = live.task
-        status = a2a_pb2.TaskStatus(state=state, timestamp=now_timestamp())
+        status = a2a_pb2.TaskStatus(state=state)
+        stamp_now(status.timestamp)
         if user_message is not None:
             task.history.append(user_message)
             write.history.append(user_message)
@@ -339,13 +364,16 @@ class TaskManager:
     def _stored(self, live: LiveTask, durable: asyncio.Future[None], stored: asyncio.Future[None]) -> None:
         error = stored.exception()
         if error is not None:
-            self._write_failed(live, error)
+            error = self._write_failed(live, error)
+        elif self._storage_full:
+            self._storage_accepted()
         if durable.done():
             return
         if error is None:
             durable.set_result(None)
         else:
             durable.set_exception(error)
+            durable.exception()  # logged by _write_failed: asyncio need not log it again when nobody waits
 
     def _publish(self, live: LiveTask, response: a2a_pb2.StreamResponse) -> None:
         item = (response.SerializeToString(), live.last_write)  # encoded once for every subscriber
@@ -370,18 +398,18 @@ class TaskManager:
             await self.executor.execute(run.context, publisher)
         except asyncio.CancelledError:  # only shutdown cancels a run that CancelTask did not settle
             if live.run is run and live.state not in SETTLED_STATES:
-                self.record_status(run, TaskState.TASK_STATE_FAILED, _stopped_message(publisher.agent_message()))
+                self.record_status(run, a2a_pb2.TASK_STATE_FAILED, _stopped_message(publisher.agent_message()))
         except Exception:
             log.exception("agent failed on task %s", live.task.id)
             if live.run is run and live.state not in TERMINAL_STATES:
-                self.record_status(run, TaskState.TASK_STATE_FAILED, publisher.agent_message("The agent failed."))
+                self.record_status(run, a2a_pb2.TASK_STATE_FAILED, publisher.agent_message("The agent failed."))
         else:
             if live.run is run and live.state not in SETTLED_STATES and run.context.cancel_requested:
-                self.record_status(run, TaskState.TASK_STATE_CANCELED, None)
+                self.record_status(run, a2a_pb2.TASK_STATE_CANCELED, None)
             elif live.run is run and live.state not in SETTLED_STATES:
                 log.warning("agent returned without settling task %s", live.task.id)
                 message = publisher.agent_message("The agent ended without a result.")
-                self.record_status(run, TaskState.TASK_STATE_FAILED, message)
+                self.record_status(run, a2a_pb2.TASK_STATE_FAILED, message)
 
     def _run_finished(self, run: TaskRun) -> None:
         """Runs when the agent's task ends in any way, even cancelled before it started."""
@@ -405,15 +433,40 @@ class TaskManager:
         else:
             del self._live[live.task.id]
 
-    def _write_failed(self, live: LiveTask, error: BaseException) -> None:
+    def _write_failed(self, live: LiveTask, error: BaseException) -> BaseException:
         """The store refused or lost a write: the live task no longer matches what is stored, so it is
-        dropped (the next request reloads the stored task) and its run, if any, is stopped."""
-        log.error("could not persist task %s: %s", live.task.id, error)
+        dropped (the next request reloads the stored task) and its run, if any, is stopped.
+
+        Returns the error that callers waiting on the write get: every later write of the task fails
+        too (the stored version stays behind), and its callers get the first failure's error."""
+        if live.write_error is not None:
+            return live.write_error
+        if isinstance(error, StorageFullError):
+            self._storage_refused(error)
+            error = _storage_unavailable()
+        else:
+            log.error("could not persist task %s: %s", live.task.id, error)
+        live.write_error = error
         if self._live.get(live.task.id) is live:
             del self._live[live.task.id]
-        run = live.run
+        run, live.run = live.run, None  # the run is over: it can record nothing more
         if run is not None and run.runner is not None:
             run.runner.cancel()
+        return error
+
+    def _storage_refused(self, error: StorageFullError) -> None:
+        """Logged once per incident: from the first write refused for want of space to the next one stored."""
+        if not self._storage_full:
+            self._storage_full = True
+            log.error("the task store is full; writes fail with UNAVAILABLE until one succeeds again: %s", error)
+            if self._on_storage_writable is not None:
+                self._on_storage_writable(False)
+
+    def _storage_accepted(self) -> None:
+        self._storage_full = False
+        log.warning("the task store accepts writes again")
+        if self._on_storage_writable is not None:
+            self._on_storage_writable(True)
 
     # ---- subscribe and cancel ----------------------------------------------------------------
 
@@ -447,7 +500,7 @@ class TaskManager:
             )
         run = live.run
         if run is None:  # interrupted: no agent is running, so cancel it here
-            self._set_status(live, TaskState.TASK_STATE_CANCELED, None)
+            self._set_status(live, a2a_pb2.TASK_STATE_CANCELED, None)
         else:  # shielded: a caller giving up must not leave the cancel half done
             await asyncio.shield(self._cancel_run(run))
         self._release(live)
@@ -462,7 +515,7 @@ class TaskManager:
         except Exception:
             log.exception("agent cancel handler failed on task %s", run.live.task.id)
         if run.live.state not in TERMINAL_STATES and run.live.run is run:
-            self.record_status(run, TaskState.TASK_STATE_CANCELED, None)
+            self.record_status(run, a2a_pb2.TASK_STATE_CANCELED, None)
         runner = run.runner
         if runner is not None and not runner.done():
             runner.cancel()
@@ -473,7 +526,7 @@ class TaskManager:
         for task_id, owner in orphans:
             live = await self._live_task(task_id, CallContext(principal=owner))
             message = a2a_pb2.Message(message_id=new_id(), role=a2a_pb2.ROLE_AGENT)
-            self._set_status(live, TaskState.TASK_STATE_FAILED, _stopped_message(message))
+            self._set_status(live, a2a_pb2.TASK_STATE_FAILED, _stopped_message(message))
             await live.durable()
             self._release(live)
         return len(orphans)
@@ -521,6 +574,10 @@ def _stopped_message(message: a2a_pb2.Message) -> a2a_pb2.Message:
 
 def _not_found(task_id: str) -> TaskNotFoundError:
     return TaskNotFoundError(f"task {task_id} not found", metadata={"taskId": task_id})
+
+
+def _storage_unavailable() -> StorageUnavailableError:
+    return StorageUnavailableError("storage full, retry later")
 
 
 def _bad_page_token() -> InvalidRequestError:

@@ -20,17 +20,16 @@ from google.protobuf import message_factory
 
 from a2a_grpc.call import CallContext
 from a2a_grpc.encoding import encode_response
-from a2a_grpc.errors import InvalidRequestError, Metadata
+from a2a_grpc.errors import Metadata
 from a2a_grpc.extensions import ExtensionRegistry, Negotiation
 from a2a_grpc.interceptors.server.auth import BearerTokenAuthenticator
-from a2a_grpc.interceptors.server.errors import guard_stream, guard_unary
+from a2a_grpc.interceptors.server.errors import Parse, guard_stream, guard_unary, parse_request
 from a2a_grpc.interceptors.server.extensions import NO_NEGOTIATION, ExtensionNegotiator, send_echo
 from a2a_grpc.interceptors.server.version import VersionCheck
 from a2a_grpc.protocol import A2A_SERVICE
 
 __all__ = ["BearerTokenAuthenticator", "ExtensionNegotiator", "ServerChain", "VersionCheck"]
 
-Parse = Callable[[bytes], Any]
 # A servicer method: (request, call, grpc context) -> a response, or an async iterator of events.
 UnaryBehavior = Callable[[Any, CallContext, Any], Awaitable[Any]]
 StreamBehavior = Callable[[Any, CallContext, Any], AsyncIterator[Any]]
@@ -64,7 +63,7 @@ class ServerChain:
         return CallContext(
             method,
             metadata,
-            context.time_remaining(),
+            context.time_remaining,
             principal,
             version,
             negotiation.requested,
@@ -98,7 +97,7 @@ class ServerChain:
             call = admit(name, context)
             if call.echo:
                 await send_echo(context, call.echo, headers=echo_headers)
-            return await behavior(_parse(parse, request), call, context)
+            return await behavior(parse_request(parse, request), call, context)
 
         return serve
 
@@ -111,14 +110,6 @@ class ServerChain:
             call = admit(name, context)
             if call.echo:
                 await send_echo(context, call.echo, headers=True)
-            return behavior(_parse(parse, request), call, context)
+            return behavior(parse_request(parse, request), call, context)
 
         return open_stream
-
-
-def _parse(parse: Parse, request: bytes) -> Any:
-    # grpc.aio would answer a request that fails to parse itself, with UNKNOWN and the exception text.
-    try:
-        return parse(request)
-    except Exception:
-        raise InvalidRequestError("the request is not a valid message of this method's request type") from None

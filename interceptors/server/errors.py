@@ -13,13 +13,14 @@ from typing import Any
 
 import grpc
 
-from a2a_grpc.errors import A2AError, InternalError, status_trailers
+from a2a_grpc.errors import A2AError, InternalError, InvalidRequestError, status_message, status_trailers
 
 log = logging.getLogger(__name__)
 
 UnaryHandler = Callable[[Any, Any], Awaitable[Any]]
 StreamOpener = Callable[[Any, Any], Awaitable[AsyncIterator[Any]]]  # the events of a call, once it is admitted
 StreamHandler = Callable[[Any, Any], AsyncIterator[Any]]
+Parse = Callable[[bytes], Any]
 
 
 def guard_unary(method: str, handle: UnaryHandler) -> UnaryHandler:
@@ -43,6 +44,15 @@ def guard_stream(method: str, open_stream: StreamOpener) -> StreamHandler:
     return guarded
 
 
+def parse_request(parse: Parse, request: bytes) -> Any:
+    """The request `parse` makes of the bytes received; InvalidRequestError when they do not parse."""
+    # grpc.aio would answer a request that fails to parse itself, with UNKNOWN and the exception text.
+    try:
+        return parse(request)
+    except Exception:
+        raise InvalidRequestError("the request is not a valid message of this method's request type") from None
+
+
 async def fail(context: Any, method: str, error: Exception) -> None:
     """End the call with the status `error` stands for."""
     if isinstance(error, grpc.aio.AbortError):  # the call was already ended with its status
@@ -55,4 +65,4 @@ async def fail(context: Any, method: str, error: Exception) -> None:
 
 async def abort(context: Any, error: A2AError) -> None:
     """End the call with `error`, keeping the trailers already set."""
-    await context.abort(error.code, error.message, status_trailers(error, context.trailing_metadata()))
+    await context.abort(error.code, status_message(error), status_trailers(error, context.trailing_metadata()))
