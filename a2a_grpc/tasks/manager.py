@@ -59,7 +59,7 @@ class TaskRun:
     task as a stream shows it first, taken when the task was shown to a run with subscribers.
     """
 
-    __slots__ = ("_manager", "context", "live", "opened", "reply", "runner", "settled", "snapshot")
+    __slots__ = ("_manager", "cancelling", "context", "live", "opened", "reply", "runner", "settled", "snapshot")
 
     def __init__(self, manager: TaskManager, live: LiveTask, context: RequestContext) -> None:
         loop = asyncio.get_running_loop()
@@ -69,6 +69,7 @@ class TaskRun:
         self.opened: asyncio.Future[a2a_pb2.Message | None] = loop.create_future()
         self.settled: asyncio.Future[None] = loop.create_future()
         self.runner: asyncio.Task[None] | None = None
+        self.cancelling: asyncio.Future[None] | None = None
         self.reply: a2a_pb2.Message | None = None
         self.snapshot: a2a_pb2.Task | None = None
 
@@ -502,7 +503,9 @@ class TaskManager:
         if run is None:  # interrupted: no agent is running, so cancel it here
             self._set_status(live, a2a_pb2.TASK_STATE_CANCELED, None)
         else:  # shielded: a caller giving up must not leave the cancel half done
-            await asyncio.shield(self._cancel_run(run))
+            if run.cancelling is None:  # asked once per run; a concurrent CancelTask waits for that outcome
+                run.cancelling = asyncio.ensure_future(self._cancel_run(run))
+            await asyncio.shield(run.cancelling)
         self._release(live)
         await live.durable()
         return live.task
