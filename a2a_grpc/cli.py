@@ -15,7 +15,9 @@ from typing import Any
 from a2a_grpc.card import CardError
 from a2a_grpc.cli_client import add_client_parsers, run_client_command
 from a2a_grpc.server import DEFAULT_STORE_URL, A2AServer, ServerSettings
+from a2a_grpc.servicer import MAX_LIST_PAGE_BYTES
 from a2a_grpc.store import StoreError
+from a2a_grpc.tasks import SUBSCRIBER_BUFFER_BYTES
 
 
 def _env(name: str, default: str | None) -> str | None:
@@ -74,6 +76,19 @@ def add_serve_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
         help="unary calls echo a2a-extensions in the trailers, or in headers and trailers "
         "(streams always do both) [A2A_GRPC_UNARY_ECHO]",
     )
+    serve.add_argument(
+        "--max-list-page-bytes",
+        type=int,
+        default=int(_env("MAX_LIST_PAGE_BYTES", None) or MAX_LIST_PAGE_BYTES),
+        help="a ListTasks page ends early, with a next page token, past this many bytes [A2A_GRPC_MAX_LIST_PAGE_BYTES]",
+    )
+    serve.add_argument(
+        "--max-subscriber-buffer-bytes",
+        type=int,
+        default=int(_env("MAX_SUBSCRIBER_BUFFER_BYTES", None) or SUBSCRIBER_BUFFER_BYTES),
+        help="a stream that falls this many bytes of events behind its task is cut "
+        "[A2A_GRPC_MAX_SUBSCRIBER_BUFFER_BYTES]",
+    )
     serve.add_argument("--log-level", default=_env("LOG_LEVEL", "INFO"), help="[A2A_GRPC_LOG_LEVEL]")
 
 
@@ -90,6 +105,8 @@ def serve(args: argparse.Namespace) -> int:
         missing_version_means=args.missing_version_means,
         bearer_tokens=_parse_tokens(args.auth_token),
         echo_unary_headers=args.unary_echo == "headers",
+        max_list_page_bytes=args.max_list_page_bytes,
+        max_subscriber_buffer_bytes=args.max_subscriber_buffer_bytes,
     )
     try:
         server = A2AServer(settings)

@@ -24,9 +24,9 @@ from a2a_grpc.interceptors.server import ServerChain
 from a2a_grpc.interceptors.server.services import GuardedServices
 from a2a_grpc.network_logs import HttpServerLog, quiet_grpc_metadata_logs
 from a2a_grpc.protocol import AGENT_CARD_PATH, SERVICE_NAME
-from a2a_grpc.servicer import A2AServicer
+from a2a_grpc.servicer import MAX_LIST_PAGE_BYTES, A2AServicer
 from a2a_grpc.store import TaskStore, open_store
-from a2a_grpc.tasks import TaskManager
+from a2a_grpc.tasks import SUBSCRIBER_BUFFER_BYTES, TaskManager
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +52,8 @@ class ServerSettings:
     # in a transport operation of their own, which costs ~20% of a SendMessage. Streams always echo in
     # their headers (before the first event) and trailers.
     echo_unary_headers: bool = False
+    max_list_page_bytes: int = MAX_LIST_PAGE_BYTES  # a ListTasks page ends early past this size
+    max_subscriber_buffer_bytes: int = SUBSCRIBER_BUFFER_BYTES  # a stream this far behind its task is cut
 
 
 def load_agent(spec: str | None) -> AgentExecutor:
@@ -103,7 +105,12 @@ class A2AServer:
         self.registry = ExtensionRegistry(declared_extensions(self.agent))
         self.card, self.extended_card = _serving_cards(settings, self.registry)
         self.store = store if store is not None else open_store(settings.store_url)
-        self.manager = TaskManager(self.store, self.agent, on_storage_writable=self._report_storage)
+        self.manager = TaskManager(
+            self.store,
+            self.agent,
+            on_storage_writable=self._report_storage,
+            subscriber_buffer_bytes=settings.max_subscriber_buffer_bytes,
+        )
         self.health = health.aio.HealthServicer()
         self._health_updates: set[asyncio.Future[None]] = set()
         self.port = 0
@@ -136,7 +143,8 @@ class A2AServer:
                 ("grpc.so_reuseport", 0),
             ],
         )
-        handlers = chain.method_handlers(A2AServicer(self.manager, self.card, self.registry, self.extended_card))
+        servicer = A2AServicer(self.manager, self.card, self.registry, self.extended_card, settings.max_list_page_bytes)
+        handlers = chain.method_handlers(servicer)
         server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE_NAME, handlers),))
         server.add_registered_method_handlers(SERVICE_NAME, handlers)
         guarded = GuardedServices(server)

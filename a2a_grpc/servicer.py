@@ -24,8 +24,8 @@ from a2a_grpc.errors import (
 )
 from a2a_grpc.extensions import ExtensionRegistry
 from a2a_grpc.generated import a2a_pb2
-from a2a_grpc.store.base import TaskQuery
-from a2a_grpc.tasks import Subscriber, SubscriberOverflowError, TaskManager, TaskRun, task_view, wait_durable
+from a2a_grpc.store import TaskQuery, page_token_after
+from a2a_grpc.tasks import SubscriberOverflowError, TaskManager, TaskRun, task_view, wait_durable
 from a2a_grpc.validation import (
     validate,
     validate_get,
@@ -34,6 +34,10 @@ from a2a_grpc.validation import (
     validate_push_config_page_size,
     validate_send,
 )
+
+# A ListTasks page stops early, with a next page token, once its tasks pass this many bytes: every page
+# then fits a client with gRPC's default 4 MiB receive limit (a single larger task still goes out alone).
+MAX_LIST_PAGE_BYTES = 3 * 1024 * 1024
 
 Context: TypeAlias = Any  # grpc.aio.ServicerContext (grpcio ships no type information)
 StreamEvents: TypeAlias = AsyncIterator[a2a_pb2.StreamResponse | bytes]
@@ -46,8 +50,10 @@ class A2AServicer:
         card: a2a_pb2.AgentCard,
         extensions: ExtensionRegistry,
         extended_card: a2a_pb2.AgentCard | None = None,
+        max_list_page_bytes: int = MAX_LIST_PAGE_BYTES,
     ) -> None:
         self.manager = manager
+        self.max_list_page_bytes = max_list_page_bytes
         self.card = card
         self.extensions = extensions
         self.extended_card = extended_card
@@ -103,7 +109,7 @@ class A2AServicer:
     ) -> StreamEvents:
         self._require_streaming()
         self._accept_send(request, call)
-        subscriber = Subscriber(close_on_interrupt=True)
+        subscriber = self.manager.new_subscriber(close_on_interrupt=True)
         run = await self.manager.submit(request, call, subscriber)
         try:
             reply = await run.opened
@@ -146,12 +152,18 @@ class A2AServicer:
             query.status_after_us = after.seconds * 1_000_000 + after.nanos // 1000
         page = await self.manager.list_tasks(query, call)
         history_length = request.history_length if request.HasField("history_length") else None
-        return a2a_pb2.ListTasksResponse(
-            tasks=[task_view(task, history_length, query.include_artifacts) for task in page.tasks],
-            next_page_token=page.next_page_token,
-            page_size=page_size,
-            total_size=page.total_size,
+        response = a2a_pb2.ListTasksResponse(
+            next_page_token=page.next_page_token, page_size=page_size, total_size=page.total_size
         )
+        size = 0
+        for task in page.tasks:
+            view = task_view(task, history_length, query.include_artifacts)
+            size += view.ByteSize()
+            if size > self.max_list_page_bytes and response.tasks:  # the rest comes with the next page
+                response.next_page_token = page_token_after(response.tasks[-1])
+                break
+            response.tasks.append(view)
+        return response
 
     async def CancelTask(self, request: a2a_pb2.CancelTaskRequest, call: CallContext, context: Context) -> a2a_pb2.Task:
         validate(request)

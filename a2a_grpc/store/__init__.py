@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from a2a_grpc.store._codec import page_token_after
 from a2a_grpc.store.base import (
     InvalidPageTokenError,
     StorageFullError,
@@ -27,6 +28,7 @@ __all__ = [
     "TaskWrite",
     "VersionConflictError",
     "open_store",
+    "page_token_after",
 ]
 
 _ACCEPTED = "'memory', 'memory://', 'sqlite:///relative/path' or 'sqlite:////absolute/path'"

@@ -33,6 +33,11 @@ def encode_task_cursor(ts_us: int, task_id: str) -> str:
     return _encode([_TASK_CURSOR, ts_us, task_id])
 
 
+def page_token_after(task: a2a_pb2.Task) -> str:
+    """The ListTasks page token whose page starts right after `task`."""
+    return encode_task_cursor(status_ts_us(task.status), task.id)
+
+
 def decode_task_cursor(token: str) -> tuple[int, str]:
     fields = _decode(token)
     if len(fields) != 3 or fields[0] != _TASK_CURSOR:

@@ -1,6 +1,7 @@
 """Tasks: the manager that owns them, and the live state of the ones being worked on or watched."""
 
 from a2a_grpc.tasks.live import (
+    SUBSCRIBER_BUFFER_BYTES,
     TERMINAL_STATES,
     LiveTask,
     Subscriber,
@@ -12,6 +13,7 @@ from a2a_grpc.tasks.live import (
 from a2a_grpc.tasks.manager import TaskManager, TaskRun
 
 __all__ = [
+    "SUBSCRIBER_BUFFER_BYTES",
     "TERMINAL_STATES",
     "LiveTask",
     "Subscriber",

@@ -28,8 +28,8 @@ TERMINAL_STATES = frozenset(
 INTERRUPTED_STATES = frozenset({TaskState.TASK_STATE_INPUT_REQUIRED, TaskState.TASK_STATE_AUTH_REQUIRED})
 SETTLED_STATES = TERMINAL_STATES | INTERRUPTED_STATES
 
-# How many undelivered events one subscriber may fall behind before it is dropped.
-SUBSCRIBER_QUEUE_LIMIT = 10_000
+# How many bytes of undelivered events one subscriber may fall behind before it is dropped.
+SUBSCRIBER_BUFFER_BYTES = 8 * 1024 * 1024
 
 StreamItem = tuple[bytes, asyncio.Future[None] | None]  # an encoded StreamResponse, and its write
 
@@ -64,26 +64,33 @@ def copy_task(task: a2a_pb2.Task) -> a2a_pb2.Task:
 
 
 class SubscriberOverflowError(Exception):
-    """A subscriber fell more than SUBSCRIBER_QUEUE_LIMIT events behind."""
+    """A subscriber fell more than its buffer's bytes behind."""
 
 
 class Subscriber:
-    """One stream's view of a task's events: an ordered queue that ends when the task settles."""
+    """One stream's view of a task's events: an ordered queue that ends when the task settles.
 
-    __slots__ = ("_closed", "_items", "_overflowed", "_waiter", "close_on_interrupt")
+    A subscriber that falls more than `max_bytes` of events behind is dropped, and what it buffered freed.
+    """
 
-    def __init__(self, close_on_interrupt: bool) -> None:
+    __slots__ = ("_buffered", "_closed", "_items", "_max_bytes", "_overflowed", "_waiter", "close_on_interrupt")
+
+    def __init__(self, close_on_interrupt: bool, max_bytes: int = SUBSCRIBER_BUFFER_BYTES) -> None:
         self._items: deque[StreamItem] = deque()
         self._waiter: asyncio.Future[None] | None = None
         self._closed = False
         self._overflowed = False
+        self._buffered = 0
+        self._max_bytes = max_bytes
         self.close_on_interrupt = close_on_interrupt
 
     def push(self, item: StreamItem) -> None:
         if self._closed:
             return
-        if len(self._items) >= SUBSCRIBER_QUEUE_LIMIT:
+        self._buffered += len(item[0])
+        if self._buffered > self._max_bytes:
             self._overflowed = True
+            self._items.clear()
             self.close()
             return
         self._items.append(item)
@@ -108,6 +115,7 @@ class Subscriber:
         while True:
             while items:
                 response, durable = items.popleft()
+                self._buffered -= len(response)
                 if durable is not None:
                     await wait_durable(durable)
                 yield response

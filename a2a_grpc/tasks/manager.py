@@ -34,6 +34,7 @@ from a2a_grpc.store.base import InvalidPageTokenError, StorageFullError, TaskPag
 from a2a_grpc.tasks.live import (
     INTERRUPTED_STATES,
     SETTLED_STATES,
+    SUBSCRIBER_BUFFER_BYTES,
     TERMINAL_STATES,
     LiveTask,
     Subscriber,
@@ -100,9 +101,11 @@ class TaskManager:
         store: TaskStore,
         executor: AgentExecutor,
         on_storage_writable: Callable[[bool], None] | None = None,
+        subscriber_buffer_bytes: int = SUBSCRIBER_BUFFER_BYTES,
     ) -> None:
         self.store = store
         self.executor = executor
+        self.subscriber_buffer_bytes = subscriber_buffer_bytes
         self._live: dict[str, LiveTask] = {}
         self._runs: set[asyncio.Task[None]] = set()
         self._on_storage_writable = on_storage_writable
@@ -482,9 +485,13 @@ class TaskManager:
             raise UnsupportedOperationError(
                 f"task {task_id} is in a terminal state; use GetTask", metadata={"taskId": task_id}
             )
-        subscriber = Subscriber(close_on_interrupt=False)
+        subscriber = self.new_subscriber(close_on_interrupt=False)
         live.subscribers.append(subscriber)
         return copy_task(live.task), live.last_write, subscriber, live
+
+    def new_subscriber(self, *, close_on_interrupt: bool) -> Subscriber:
+        """A stream's subscriber; one that closes on an interrupted state ends with its message's answer."""
+        return Subscriber(close_on_interrupt, self.subscriber_buffer_bytes)
 
     async def unsubscribe(self, live: LiveTask, subscriber: Subscriber) -> None:
         subscriber.close()
