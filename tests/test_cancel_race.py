@@ -36,7 +36,9 @@ async def test_racing_cancels_run_the_agents_cancel_once_and_all_see_canceled(
     immediately = a2a_pb2.SendMessageConfiguration(return_immediately=True)
     async with grpc.aio.insecure_channel(server.grpc_target) as channel:
         stub = make_stub(channel)
-        sent = [await stub.SendMessage(send_request("work", configuration=immediately), metadata=V1) for _ in range(TASKS)]
+        sent = [
+            await stub.SendMessage(send_request("work", configuration=immediately), metadata=V1) for _ in range(TASKS)
+        ]
         task_ids = [response.task.id for response in sent]
         with caplog.at_level(logging.WARNING):
             cancels = [
