@@ -34,20 +34,26 @@ class ExtensionNotActiveError(ValueError):
 class RequestContext:
     """What the agent is asked to do: the incoming message, its task, and the negotiated call."""
 
-    __slots__ = ("_cancel_requested", "call", "message", "request_metadata", "task")
+    __slots__ = ("_cancel_requested", "_task", "call", "message", "request_metadata")
 
     def __init__(
         self,
         message: a2a_pb2.Message,
-        task: a2a_pb2.Task,
+        task: a2a_pb2.Task | TaskHolder,
         call: CallContext,
         request_metadata: Any = None,
     ) -> None:
         self.message = message
-        self.task = task  # read-only for the agent: the server keeps it current
+        self._task = task  # the task, or what keeps it current
         self.call = call
         self.request_metadata = request_metadata  # the SendMessageRequest.metadata Struct, if any
         self._cancel_requested: asyncio.Event | None = None  # made when first needed: most calls never are
+
+    @property
+    def task(self) -> a2a_pb2.Task:
+        """Read-only for the agent: the server keeps it current (read it afresh rather than keep it)."""
+        task = self._task
+        return task if isinstance(task, a2a_pb2.Task) else task.task
 
     @property
     def task_id(self) -> str:
@@ -118,6 +124,13 @@ def _uri_and_key(extension: Extension | str) -> tuple[str, str]:
     if isinstance(extension, Extension):
         return extension.uri, extension.data_key
     return extension, extension
+
+
+class TaskHolder(Protocol):
+    """What keeps a task current while the server may swap it for a rebuilt copy (its live task)."""
+
+    @property
+    def task(self) -> a2a_pb2.Task: ...
 
 
 class TaskRecorder(Protocol):

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from google.protobuf import json_format
 
+from a2a_grpc.encoding import json_document
 from a2a_grpc.extensions import Extension, ExtensionRegistry
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.validation import required_violations
@@ -81,5 +82,5 @@ def _json_path(path: str) -> str:
 
 
 def card_json(card: a2a_pb2.AgentCard) -> bytes:
-    """The card as ProtoJSON (camelCase names, enum names), as served over HTTP."""
-    return json_format.MessageToJson(card, indent=2).encode()
+    """The card as ProtoJSON (camelCase names, enum names, integral numbers as integers), as served over HTTP."""
+    return json.dumps(json_document(card), indent=2).encode()

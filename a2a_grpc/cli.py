@@ -14,6 +14,7 @@ from typing import Any
 
 from a2a_grpc.card import CardError
 from a2a_grpc.cli_client import add_client_parsers, run_client_command
+from a2a_grpc.extensions import MAX_EXTENSION_PAYLOAD_BYTES
 from a2a_grpc.server import DEFAULT_STORE_URL, A2AServer, ServerSettings
 from a2a_grpc.servicer import MAX_LIST_PAGE_BYTES
 from a2a_grpc.store import StoreError
@@ -36,24 +37,60 @@ def _parse_tokens(values: Sequence[str]) -> dict[str, str]:
     return tokens
 
 
+class _DefaultsHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Appends each flag's default to its help, except for flags without one: their help says what none means."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.default is None or action.default == []:
+            return action.help
+        return super()._get_help_string(action)
+
+
+EPILOG = """examples:
+  a2a-grpc serve --agent mypackage.shout:ShoutAgent   serve your agent, imported from this directory
+  a2a-grpc send 127.0.0.1:50051 "hello"               send it a message (--stream for the events)
+  a2a-grpc card http://127.0.0.1:8080                 print its agent card
+
+`a2a-grpc COMMAND --help` lists a command's options."""
+
+
 def add_serve_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    serve = commands.add_parser("serve", help="run the A2A gRPC server")
+    serve = commands.add_parser(
+        "serve",
+        help="run the A2A gRPC server",
+        description="Serve one agent over gRPC, and its agent card over HTTP. Every flag can also be set "
+        "by the environment variable in brackets.",
+        formatter_class=_DefaultsHelpFormatter,
+    )
     serve.add_argument("--listen", default=_env("LISTEN", "127.0.0.1:50051"), help="gRPC HOST:PORT [A2A_GRPC_LISTEN]")
     serve.add_argument(
         "--http-listen",
         default=_env("HTTP_LISTEN", "127.0.0.1:8080"),
         help="HOST:PORT for the HTTP agent card, '' for none [A2A_GRPC_HTTP_LISTEN]",
     )
-    serve.add_argument("--card", default=_env("CARD", None), help="ProtoJSON AgentCard file [A2A_GRPC_CARD]")
     serve.add_argument(
-        "--extended-card", default=_env("EXTENDED_CARD", None), help="extended AgentCard file [A2A_GRPC_EXTENDED_CARD]"
+        "--card", default=_env("CARD", None), help="ProtoJSON AgentCard file [A2A_GRPC_CARD] (default: the demo card)"
+    )
+    serve.add_argument(
+        "--extended-card",
+        default=_env("EXTENDED_CARD", None),
+        help="the AgentCard file GetExtendedAgentCard returns [A2A_GRPC_EXTENDED_CARD] (default: none)",
     )
     serve.add_argument(
         "--store",
         default=_env("STORE", DEFAULT_STORE_URL),
         help="memory or sqlite:///PATH [A2A_GRPC_STORE]",
     )
-    serve.add_argument("--agent", default=_env("AGENT", None), help="MODULE:ATTR of the agent [A2A_GRPC_AGENT]")
+    serve.add_argument(
+        "--agent",
+        default=_env("AGENT", None),
+        help="MODULE:ATTR of the agent [A2A_GRPC_AGENT] (default: a2a_grpc.agents.echo:EchoAgent)",
+    )
+    serve.add_argument(
+        "--app-dir",
+        default=_env("APP_DIR", "."),
+        help="the directory --agent's MODULE is imported from, ahead of installed packages [A2A_GRPC_APP_DIR]",
+    )
     serve.add_argument(
         "--grace", type=float, default=float(_env("GRACE", "10") or 10), help="shutdown grace seconds [A2A_GRPC_GRACE]"
     )
@@ -67,7 +104,8 @@ def add_serve_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
         "--auth-token",
         action="append",
         default=[v for v in [_env("AUTH_TOKENS", None)] if v],
-        help="TOKEN=PRINCIPAL; repeat or comma-join; when set, calls need a bearer token [A2A_GRPC_AUTH_TOKENS]",
+        help="TOKEN=PRINCIPAL; repeat or comma-join; when set, calls need a bearer token [A2A_GRPC_AUTH_TOKENS] "
+        "(default: none, calls need no token)",
     )
     serve.add_argument(
         "--unary-echo",
@@ -89,11 +127,25 @@ def add_serve_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
         help="a stream that falls this many bytes of events behind its task is cut "
         "[A2A_GRPC_MAX_SUBSCRIBER_BUFFER_BYTES]",
     )
-    serve.add_argument("--log-level", default=_env("LOG_LEVEL", "INFO"), help="[A2A_GRPC_LOG_LEVEL]")
+    serve.add_argument(
+        "--max-extension-payload-bytes",
+        type=int,
+        default=int(_env("MAX_EXTENSION_PAYLOAD_BYTES", None) or MAX_EXTENSION_PAYLOAD_BYTES),
+        help="an extension payload larger than this (serialized) is INVALID_ARGUMENT "
+        "[A2A_GRPC_MAX_EXTENSION_PAYLOAD_BYTES]",
+    )
+    serve.add_argument(
+        "--log-level", default=_env("LOG_LEVEL", "INFO"), help="DEBUG, INFO, WARNING or ERROR [A2A_GRPC_LOG_LEVEL]"
+    )
 
 
 def serve(args: argparse.Namespace) -> int:
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if args.agent:
+        if not os.path.isdir(args.app_dir):
+            print(f"a2a-grpc: --app-dir {args.app_dir} is not a directory", file=sys.stderr)
+            return 2
+        sys.path.insert(0, os.path.abspath(args.app_dir))  # as `python -m` puts the working directory
     settings = ServerSettings(
         listen=args.listen,
         http_listen=args.http_listen,
@@ -107,6 +159,7 @@ def serve(args: argparse.Namespace) -> int:
         echo_unary_headers=args.unary_echo == "headers",
         max_list_page_bytes=args.max_list_page_bytes,
         max_subscriber_buffer_bytes=args.max_subscriber_buffer_bytes,
+        max_extension_payload_bytes=args.max_extension_payload_bytes,
     )
     try:
         server = A2AServer(settings)
@@ -139,11 +192,18 @@ def run_async(main: Coroutine[Any, Any, int]) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="a2a-grpc", description="A gRPC-first A2A v1.0 agent server and client.")
+    parser = argparse.ArgumentParser(
+        prog="a2a-grpc",
+        description="A gRPC-first A2A v1.0 agent server and client.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     add_serve_parser(commands)
     add_client_parsers(commands)
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # told with the command's usage, not the top-level one
+        commands.choices[args.command].error(f"unrecognized arguments: {' '.join(unknown)}")
     if args.command == "serve":
         return serve(args)
     if args.command in ("send", "card"):

@@ -14,10 +14,10 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from google.protobuf import json_format
 from google.protobuf.message import Message as ProtoMessage
 
 from a2a_grpc.client import A2AClient, AgentCardError, fetch_agent_card, is_card_url, text_message
+from a2a_grpc.encoding import json_document
 from a2a_grpc.errors import A2AError
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.protocol import EXTENSIONS_HEADER
@@ -37,9 +37,6 @@ def add_client_parsers(commands: argparse._SubParsersAction[argparse.ArgumentPar
     )
     send.add_argument("target", metavar="TARGET", help="HOST:PORT, or http(s) URL of the agent card")
     send.add_argument("text", metavar="TEXT")
-    send.add_argument(
-        "--extension", "-e", action="append", default=[], metavar="URI", help="request an extension (repeat)"
-    )
     send.add_argument("--stream", action="store_true", help="use SendStreamingMessage")
     send.add_argument(
         "--metadata",
@@ -67,6 +64,9 @@ def add_client_parsers(commands: argparse._SubParsersAction[argparse.ArgumentPar
 
 
 def _add_call_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--extension", "-e", action="append", default=[], metavar="URI", help="request an extension (repeat)"
+    )
     parser.add_argument(
         "--header",
         "-H",
@@ -131,7 +131,7 @@ def parse_metadata(values: Sequence[str]) -> dict[str, Any]:
 
 
 def proto_json(message: ProtoMessage, indent: int | None = None) -> str:
-    data = json_format.MessageToDict(message)
+    data = json_document(message)
     return json.dumps(data, indent=indent, ensure_ascii=False, separators=None if indent else (",", ":"))
 
 
@@ -168,8 +168,10 @@ async def _card(args: argparse.Namespace) -> int:
     if args.extended:
         if is_card_url(args.target):
             raise _UsageError("--extended takes the agent's gRPC HOST:PORT")
-        async with await _connect(args) as client:
-            print(proto_json((await client.get_extended_card()).value, indent=2))
+        async with await _connect(args, args.extension) as client:
+            result = await client.get_extended_card()
+        print(proto_json(result.value, indent=2))
+        print(f"{EXTENSIONS_HEADER}: {','.join(result.activated_extensions)}", file=sys.stderr)
         return EXIT_OK
     url = args.target if is_card_url(args.target) else args.card_url
     if url is None:

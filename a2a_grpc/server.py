@@ -3,27 +3,31 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import hashlib
 import importlib
 import logging
+import socket
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from email.utils import format_datetime
 from typing import Any
 
 import grpc
 from aiohttp import web
 from aiohttp.log import server_logger
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection, reflection_pb2_grpc
 
 from a2a_grpc.agent import AgentExecutor, declared_extensions
 from a2a_grpc.agents.echo import EchoAgent
 from a2a_grpc.card import GRPC_BINDING, CardError, card_json, complete_card, load_card, register_card_extensions
-from a2a_grpc.extensions import ExtensionRegistry
+from a2a_grpc.extensions import MAX_EXTENSION_PAYLOAD_BYTES, ExtensionRegistry
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.interceptors.server import ServerChain
 from a2a_grpc.interceptors.server.services import GuardedServices
 from a2a_grpc.network_logs import HttpServerLog, quiet_grpc_metadata_logs
 from a2a_grpc.protocol import AGENT_CARD_PATH, SERVICE_NAME
+from a2a_grpc.reflection import add_reflection
 from a2a_grpc.servicer import MAX_LIST_PAGE_BYTES, A2AServicer
 from a2a_grpc.store import TaskStore, open_store
 from a2a_grpc.tasks import SUBSCRIBER_BUFFER_BYTES, TaskManager
@@ -54,6 +58,7 @@ class ServerSettings:
     echo_unary_headers: bool = False
     max_list_page_bytes: int = MAX_LIST_PAGE_BYTES  # a ListTasks page ends early past this size
     max_subscriber_buffer_bytes: int = SUBSCRIBER_BUFFER_BYTES  # a stream this far behind its task is cut
+    max_extension_payload_bytes: int = MAX_EXTENSION_PAYLOAD_BYTES  # one payload, serialized; larger: INVALID_ARGUMENT
 
 
 def load_agent(spec: str | None) -> AgentExecutor:
@@ -91,6 +96,39 @@ def _serving_cards(
         except CardError as error:  # name the file: with an extended card there are two
             raise CardError(f"{path or 'the demo card'}: {error}") from None
     return cards[0], cards[1] if len(cards) > 1 else None
+
+
+def _card_not_modified(request: web.Request, etag: str, last_modified: datetime) -> bool:
+    """A conditional GET: If-None-Match when present, else If-Modified-Since (ignored when not a date)."""
+    if_none_match = request.headers.get("If-None-Match")
+    if if_none_match is not None:
+        return etag in if_none_match or if_none_match.strip() == "*"
+    since = request.if_modified_since
+    return since is not None and last_modified <= since
+
+
+def _check_not_in_use(listen: str) -> None:
+    """Raise OSError when every address `listen` (HOST:PORT) resolves to is in use. gRPC would refuse it
+    too, but only after its C core has logged a line of its own to stderr."""
+    host, _, port = listen.rpartition(":")
+    if not port.isdigit() or int(port) == 0:
+        return
+    try:
+        addresses = socket.getaddrinfo(
+            host.strip("[]") or None, int(port), type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )
+    except socket.gaierror:
+        return  # gRPC reports it
+    for family, kind, protocol, _, address in addresses:
+        with socket.socket(family, kind, protocol) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as gRPC binds
+            try:
+                probe.bind(address)
+            except OSError as error:
+                if error.errno == errno.EADDRINUSE:
+                    continue
+            return  # bindable, or failing for a reason gRPC reports itself
+    raise OSError(f"cannot listen on {listen}: address already in use")
 
 
 class A2AServer:
@@ -143,16 +181,21 @@ class A2AServer:
                 ("grpc.so_reuseport", 0),
             ],
         )
-        servicer = A2AServicer(self.manager, self.card, self.registry, self.extended_card, settings.max_list_page_bytes)
+        servicer = A2AServicer(
+            self.manager,
+            self.card,
+            self.registry,
+            self.extended_card,
+            settings.max_list_page_bytes,
+            max_extension_payload_bytes=settings.max_extension_payload_bytes,
+        )
         handlers = chain.method_handlers(servicer)
         server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE_NAME, handlers),))
         server.add_registered_method_handlers(SERVICE_NAME, handlers)
         guarded = GuardedServices(server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, guarded)
-        reflected = (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME)
-        reflection_pb2_grpc.add_ServerReflectionServicer_to_server(
-            reflection.aio.ReflectionServicer(reflected), guarded
-        )
+        add_reflection((SERVICE_NAME, health.SERVICE_NAME), guarded)
+        _check_not_in_use(settings.listen)
         try:
             self.port = server.add_insecure_port(settings.listen)
         except RuntimeError:  # grpcio raises it when nothing could be bound (address in use, bad address)
@@ -168,7 +211,7 @@ class A2AServer:
             try:
                 await self._start_http(settings.http_listen)
             except OSError as error:
-                await self.stop(0)  # a started gRPC server left behind keeps the process from exiting
+                await self._shutdown(server, 0)  # a started gRPC server left behind keeps the process from exiting
                 raise OSError(f"cannot serve the agent card on {settings.http_listen}: {error.strerror}") from None
         card_at = f"http://{self.http_target}{AGENT_CARD_PATH}" if settings.http_listen else "-"
         log.info("serving A2A on %s (card on %s)", self.grpc_target, card_at)
@@ -203,11 +246,15 @@ class A2AServer:
     async def _start_http(self, listen: str) -> None:
         body = card_json(self.card)
         etag = '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
+        loaded = datetime.now(UTC).replace(microsecond=0)  # HTTP dates are whole seconds
+        headers = {
+            "ETag": etag,
+            "Last-Modified": format_datetime(loaded, usegmt=True),
+            "Cache-Control": "public, max-age=300",
+        }
 
         async def agent_card(request: web.Request) -> web.Response:
-            headers = {"ETag": etag, "Cache-Control": "public, max-age=300"}
-            if_none_match = request.headers.get("If-None-Match", "")
-            if etag in if_none_match or if_none_match.strip() == "*":
+            if _card_not_modified(request, etag, loaded):
                 return web.Response(status=304, headers=headers)
             return web.Response(body=body, content_type="application/json", headers=headers)
 
@@ -227,21 +274,27 @@ class A2AServer:
         """Stop serving: health NOT_SERVING, drain calls for `grace` seconds, then close everything."""
         if self._server is None:
             return
-        await self.health.enter_graceful_shutdown()
         grace = self.settings.grace_seconds if grace is None else grace
-        stopping = asyncio.ensure_future(self._server.stop(grace))
+        log.info("draining: new calls are refused, calls in flight get %gs to finish", grace)
+        failed = await self._shutdown(self._server, grace)
+        log.info("stopped: %d task(s) still running were failed", failed)
+
+    async def _shutdown(self, server: grpc.aio.Server, grace: float) -> int:
+        """`stop` without its log lines; returns how many running tasks were failed."""
+        await self.health.enter_graceful_shutdown()
+        stopping = asyncio.ensure_future(server.stop(grace))
         # Shortly before the grace period ends, tasks still running are failed and waiting streams
         # ended, so their callers get that answer instead of UNAVAILABLE when gRPC cancels the calls.
         done, _ = await asyncio.wait({stopping}, timeout=grace * SHUTDOWN_SETTLE_SHARE)
-        if not done:
-            await self.manager.close()
+        failed = 0 if done else await self.manager.close()
         await stopping
         self._server = None
         if self._http is not None:
             await self._http.cleanup()
             self._http = None
-        await self.manager.close()
+        failed += await self.manager.close()
         await self.store.close()
+        return failed
 
     async def serve_until(self, stop: asyncio.Event) -> None:
         await self.start()

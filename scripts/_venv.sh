@@ -1,5 +1,5 @@
 # Sourced by the scripts: make sure .venv exists and holds the project with the given extras
-# (`_venv.sh EXTRAS [SUPERSET...]`: an install of a superset of EXTRAS, such as test for fast, also does).
+# (`_venv.sh EXTRAS [SUPERSET...]`: an install of a superset of EXTRAS, such as test for serve, also does).
 # Reinstalls only when pyproject.toml changed since the last install.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

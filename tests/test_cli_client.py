@@ -6,6 +6,7 @@ import asyncio
 import json
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -133,3 +134,30 @@ async def test_an_unreachable_agent_is_a_clean_error() -> None:
     assert run.stderr.startswith("a2a-grpc: UNAVAILABLE") and "Traceback" not in run.stderr
     card = await a2a_grpc("card", "http://127.0.0.1:1")
     assert card.code == 1 and card.stderr.startswith("a2a-grpc: cannot fetch") and "Traceback" not in card.stderr
+
+
+async def test_card_extended_requests_the_extensions_the_agent_requires(
+    start_server: StartServer, tmp_path: Path
+) -> None:
+    capabilities = {**CARD["capabilities"], "extendedAgentCard": True}
+    extended = tmp_path / "extended.json"
+    extended.write_text(json.dumps({**CARD, "name": "extended test agent", "capabilities": capabilities}))
+    server = await start_server(
+        card={**CARD, "capabilities": capabilities}, extended_card_path=str(extended), bearer_tokens={"s3": "alice"}
+    )
+    auth = "authorization: Bearer s3"
+    refused = await a2a_grpc("card", server.grpc_target, "--extended", "-H", auth)
+    run = await a2a_grpc("card", server.grpc_target, "--extended", "--extension", REQUIRED, "-H", auth)
+    assert refused.code == 1 and "EXTENSION_SUPPORT_REQUIRED" in refused.stderr
+    assert run.code == 0, run.stderr
+    assert json.loads(run.stdout)["name"] == "extended test agent"
+    assert run.stderr.splitlines() == [f"a2a-extensions: {REQUIRED}"]
+
+
+async def test_card_prints_integral_numbers_as_integers(start_server: StartServer) -> None:
+    declared = {"uri": REQUIRED, "required": True, "params": {"levels": 5, "ratio": 0.5}}
+    server = await start_server(card={**CARD, "capabilities": {**CARD["capabilities"], "extensions": [declared]}})
+    run = await a2a_grpc("card", f"http://127.0.0.1:{server.http_port}")
+    assert run.code == 0, run.stderr
+    params = json.loads(run.stdout)["capabilities"]["extensions"][0]["params"]
+    assert json.dumps(params, sort_keys=True) == '{"levels": 5, "ratio": 0.5}'

@@ -260,6 +260,39 @@ async def test_the_served_card_lists_exactly_the_registered_extensions(payload_s
     }
 
 
+class ParamsAgent:
+    """Declares an extension whose params hold integers, nested and in lists, beside a fraction."""
+
+    extensions = [
+        Extension(
+            uri="https://example.com/ext/limits/v1",
+            params={"levels": 5, "range": [1, -5], "limits": {"max": 10, "ratio": 0.5}},
+        )
+    ]
+
+    async def execute(self, context: RequestContext, events: EventPublisher) -> None:
+        await events.complete()
+
+    async def cancel(self, context: RequestContext, events: EventPublisher) -> None:
+        await events.canceled()
+
+
+async def test_the_served_card_publishes_integral_params_as_integers(start_server: StartServer) -> None:
+    declared = {"uri": "https://example.com/ext/window/v1", "params": {"seconds": 30}}
+    card = {**BASE_CARD, "capabilities": {**BASE_CARD["capabilities"], "extensions": [declared]}}
+    server = await start_server(card=card, agent=ParamsAgent())
+    async with (
+        aiohttp.ClientSession() as session,
+        session.get(f"http://127.0.0.1:{server.http_port}/.well-known/agent-card.json") as response,
+    ):
+        served = json.loads(await response.read())
+    params = {e["uri"]: json.dumps(e["params"], sort_keys=True) for e in served["capabilities"]["extensions"]}
+    assert params == {
+        "https://example.com/ext/limits/v1": '{"levels": 5, "limits": {"max": 10, "ratio": 0.5}, "range": [1, -5]}',
+        "https://example.com/ext/window/v1": '{"seconds": 30}',
+    }
+
+
 async def test_card_and_code_declarations_merge_into_one_list(start_server: StartServer) -> None:
     card_only = "https://example.com/ext/from-the-card/v1"
     card = {

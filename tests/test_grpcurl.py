@@ -21,6 +21,8 @@ from process import ServerProcess, serve_process
 GRPCURL = str(Path(sys.executable).with_name("grpcurl"))
 GRPCURL_SECONDS = 30.0
 SERVICE = "lf.a2a.v1.A2AService"
+HEALTH = "grpc.health.v1.Health"
+REFLECTION_SERVICES = ("grpc.reflection.v1.ServerReflection", "grpc.reflection.v1alpha.ServerReflection")
 UNARY_METHODS = {
     "SendMessage",
     "GetTask",
@@ -56,10 +58,52 @@ def user_message(text: str, message_id: str) -> dict[str, Any]:
     return {"message": {"messageId": message_id, "role": "ROLE_USER", "parts": [{"text": text}]}}
 
 
-def test_list_shows_the_service_health_and_reflection(server: ServerProcess) -> None:
+def test_list_shows_the_service_health_and_both_reflection_versions_and_describe_resolves_each(
+    server: ServerProcess,
+) -> None:
     done = grpcurl(server, "list")
     assert done.returncode == 0, done.stderr
-    assert set(done.stdout.split()) == {SERVICE, "grpc.health.v1.Health", "grpc.reflection.v1alpha.ServerReflection"}
+    services = done.stdout.split()
+    assert set(services) == {SERVICE, HEALTH, *REFLECTION_SERVICES}
+    for service in services:
+        described = grpcurl(server, "describe", service)
+        assert described.returncode == 0, described.stderr
+        assert described.stdout.startswith(f"{service} is a service:"), described.stdout
+
+
+@pytest.mark.parametrize(
+    ("symbols", "rpc_line"),
+    [
+        (
+            {
+                "service": SERVICE,
+                "method": f"{SERVICE}.SendMessage",
+                "message": "lf.a2a.v1.SendMessageRequest",
+                "enum": "lf.a2a.v1.TaskState",
+            },
+            "rpc SendMessage ( .lf.a2a.v1.SendMessageRequest ) returns ( .lf.a2a.v1.SendMessageResponse )",
+        ),
+        (
+            {
+                "service": HEALTH,
+                "method": f"{HEALTH}.Check",
+                "message": "grpc.health.v1.HealthCheckRequest",
+                "enum": "grpc.health.v1.HealthCheckResponse.ServingStatus",
+            },
+            "rpc Check ( .grpc.health.v1.HealthCheckRequest ) returns ( .grpc.health.v1.HealthCheckResponse )",
+        ),
+    ],
+    ids=["a2a", "health"],
+)
+def test_describe_resolves_a_service_a_method_a_message_and_an_enum(
+    server: ServerProcess, symbols: dict[str, str], rpc_line: str
+) -> None:
+    described = {kind: grpcurl(server, "describe", symbol) for kind, symbol in symbols.items()}
+    for kind, done in described.items():
+        assert done.returncode == 0, done.stderr
+        article = "an" if kind == "enum" else "a"
+        assert done.stdout.startswith(f"{symbols[kind]} is {article} {kind}:"), done.stdout
+    assert described["method"].stdout.splitlines()[1].startswith(rpc_line), described["method"].stdout
 
 
 def test_describe_shows_all_eleven_methods_with_their_streaming_flags(server: ServerProcess) -> None:

@@ -255,12 +255,33 @@ async def test_push_config_create_get_list_delete(start_server: StartServer, cli
             )
         )
         assert_error(error, grpc.StatusCode.NOT_FOUND, "PUSH_NOTIFICATION_CONFIG_NOT_FOUND", taskId=task.id)
-        again = await rpc_error(stub.DeleteTaskPushNotificationConfig(delete, metadata=V1))
-        assert again.code() == grpc.StatusCode.NOT_FOUND
+        assert await stub.DeleteTaskPushNotificationConfig(delete, metadata=V1) == empty_pb2.Empty(), "idempotent"
         left = await stub.ListTaskPushNotificationConfigs(
             a2a_pb2.ListTaskPushNotificationConfigsRequest(task_id=task.id), metadata=V1
         )
         assert [config.id for config in left.configs] == [generated.id]
+
+
+async def test_deleting_a_push_config_again_is_ok_on_the_callers_own_task(
+    start_server: StartServer, clients: Clients
+) -> None:
+    async with asyncio.timeout(TEST_SECONDS):
+        stub = await serve(start_server, clients, bearer_tokens=TWO_PRINCIPALS)
+        task = (await stub.SendMessage(send_request("x"), metadata=ALICE)).task
+        config = a2a_pb2.TaskPushNotificationConfig(task_id=task.id, id="cfg", url=HOOK)
+        await stub.CreateTaskPushNotificationConfig(config, metadata=ALICE)
+        delete = a2a_pb2.DeleteTaskPushNotificationConfigRequest(task_id=task.id, id="cfg")
+        for _ in range(3):
+            assert await stub.DeleteTaskPushNotificationConfig(delete, metadata=ALICE) == empty_pb2.Empty()
+        listed = await stub.ListTaskPushNotificationConfigs(
+            a2a_pb2.ListTaskPushNotificationConfigsRequest(task_id=task.id), metadata=ALICE
+        )
+        assert list(listed.configs) == []
+
+        unknown = a2a_pb2.DeleteTaskPushNotificationConfigRequest(task_id="no-such-task", id="cfg")
+        for request, caller in ((delete, BOB), (unknown, ALICE)):
+            error = await rpc_error(stub.DeleteTaskPushNotificationConfig(request, metadata=caller))
+            assert_error(error, grpc.StatusCode.NOT_FOUND, "TASK_NOT_FOUND", taskId=request.task_id)
 
 
 async def test_push_config_replaced_by_create_with_the_same_id(start_server: StartServer, clients: Clients) -> None:

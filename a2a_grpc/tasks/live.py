@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from google.protobuf import timestamp_pb2
 
+from a2a_grpc import compaction
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.store.base import TaskWrite
 
@@ -134,12 +135,28 @@ class LiveTask:
     `version` is that of the last write handed to the store; 0 means none yet: the task of a new
     message is not shown to anyone, nor stored, until its agent first publishes something (or the
     caller asked for it at once), so that an agent may answer with a Message instead.
+
+    Status and artifact changes go through `set_status` and `apply_artifact`, which may swap `task` for
+    a rebuilt copy (`a2a_grpc.compaction`): read `task` afresh rather than keep it.
     """
 
-    __slots__ = ("last_write", "owner", "pending", "run", "subscribers", "task", "version", "write_error")
+    __slots__ = (
+        "last_write",
+        "owner",
+        "pending",
+        "rebuild_after",
+        "replaced",
+        "run",
+        "subscribers",
+        "task",
+        "version",
+        "write_error",
+    )
 
     def __init__(self, task: a2a_pb2.Task, owner: str, version: int) -> None:
         self.task = task
+        self.replaced = 0
+        self.rebuild_after = compaction.REBUILD_FLOOR
         self.owner = owner
         self.version = version
         self.subscribers: list[Subscriber] = []
@@ -155,6 +172,19 @@ class LiveTask:
     @property
     def shown(self) -> bool:
         return self.version > 0
+
+    def set_status(self, status: a2a_pb2.TaskStatus) -> None:
+        if compaction.set_status(self, status):
+            self._rebuilt()
+
+    def apply_artifact(self, chunk: a2a_pb2.Artifact, append: bool) -> None:
+        if compaction.apply_artifact(self, chunk, append):
+            self._rebuilt()
+
+    def _rebuilt(self) -> None:
+        pending = self.pending
+        if pending is not None and pending.task is not None:  # a create write takes the task as it is at the flush
+            pending.task = self.task
 
     async def durable(self) -> None:
         await wait_durable(self.last_write)

@@ -17,7 +17,6 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from a2a_grpc.agent import AgentExecutor, EventPublisher, PublisherError, RequestContext
-from a2a_grpc.artifacts import apply_artifact_chunk
 from a2a_grpc.call import CallContext
 from a2a_grpc.errors import (
     A2AError,
@@ -183,9 +182,9 @@ class TaskManager:
             raise _bad_page_token() from None
 
     async def delete_push_config(self, task_id: str, config_id: str, call: CallContext) -> None:
+        """Idempotent: a config that is already gone counts as deleted (the task must still be the caller's)."""
         await self.get_task(task_id, call)
-        if not await self._write_config(self.store.delete_push_config(call.principal, task_id, config_id)):
-            raise _config_not_found(task_id, config_id)
+        await self._write_config(self.store.delete_push_config(call.principal, task_id, config_id))
 
     async def _write_config(self, write: Awaitable[T]) -> T:
         """A push-config write: a full store answers UNAVAILABLE and counts as for task writes."""
@@ -211,7 +210,7 @@ class TaskManager:
         created = not message.task_id
         live = self._create(message, call.principal) if created else await self._resume(message, call)
         metadata = request.metadata if request.HasField("metadata") else None
-        run = live.run = TaskRun(self, live, RequestContext(message, live.task, call, metadata))
+        run = live.run = TaskRun(self, live, RequestContext(message, live, call, metadata))
         if subscriber is not None:
             live.subscribers.append(subscriber)
         if not created:
@@ -275,7 +274,7 @@ class TaskManager:
         live = self._check_publishing(run)
         task = live.task
         self._pending_write(live).artifacts.append((artifact, append))
-        apply_artifact_chunk(task.artifacts, artifact, append)
+        live.apply_artifact(artifact, append)
         if live.subscribers:
             event = a2a_pb2.TaskArtifactUpdateEvent(
                 task_id=task.id, context_id=task.context_id, artifact=artifact, append=append, last_chunk=last_chunk
@@ -322,7 +321,7 @@ class TaskManager:
             status.message.CopyFrom(message)
             task.history.append(message)
             write.history.append(message)
-        task.status.CopyFrom(status)
+        live.set_status(status)
         write.status = status
         if live.subscribers:
             event = a2a_pb2.TaskStatusUpdateEvent(task_id=task.id, context_id=task.context_id, status=status)
@@ -541,9 +540,10 @@ class TaskManager:
             self._release(live)
         return len(orphans)
 
-    async def close(self) -> None:
+    async def close(self) -> int:
         """At shutdown: cancel every running agent (its task FAILS and its streams see that), then end
-        the streams still watching tasks that wait for input."""
+        the streams still watching tasks that wait for input. Returns how many tasks it failed."""
+        failing = sum(1 for live in self._live.values() if live.run is not None and live.state not in SETTLED_STATES)
         for runner in list(self._runs):
             runner.cancel()
         if self._runs:
@@ -551,6 +551,7 @@ class TaskManager:
         for live in list(self._live.values()):
             for subscriber in live.subscribers:
                 subscriber.close()
+        return failing
 
 
 def _check_visible(task_id: str, owner: str, call: CallContext, shown: bool) -> None:
