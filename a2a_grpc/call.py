@@ -25,7 +25,7 @@ class CallContext:
     """
 
     method: str = ""
-    metadata: Metadata = ()
+    metadata: Metadata = field(default=(), repr=False)  # the request headers, credentials included
     time_remaining: Callable[[], float | None] = field(default=no_deadline, repr=False, compare=False)
     principal: str = ""
     version: str = "1.0"

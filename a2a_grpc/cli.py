@@ -25,14 +25,20 @@ def _env(name: str, default: str | None) -> str | None:
     return os.environ.get(f"A2A_GRPC_{name}", default)
 
 
+def _byte_count(text: str) -> int:
+    if not text.strip().isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive number of bytes, got {text!r}")
+    return int(text)
+
+
 def _parse_tokens(values: Sequence[str]) -> dict[str, str]:
     tokens: dict[str, str] = {}
     for value in values:
         for item in value.split(","):
-            token, sep, principal = item.strip().partition("=")
+            token, sep, principal = item.strip().rpartition("=")  # a token may end in base64 padding
             if item.strip():
                 if not sep or not token or not principal:
-                    raise SystemExit(f"--auth-token takes TOKEN=PRINCIPAL, got {item!r}")
+                    raise SystemExit("--auth-token takes TOKEN=PRINCIPAL (the value given is not shown)")
                 tokens[token] = principal
     return tokens
 
@@ -92,7 +98,7 @@ def add_serve_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
         help="the directory --agent's MODULE is imported from, ahead of installed packages [A2A_GRPC_APP_DIR]",
     )
     serve.add_argument(
-        "--grace", type=float, default=float(_env("GRACE", "10") or 10), help="shutdown grace seconds [A2A_GRPC_GRACE]"
+        "--grace", type=float, default=_env("GRACE", "10"), help="shutdown grace seconds [A2A_GRPC_GRACE]"
     )
     serve.add_argument(
         "--missing-version-means",
@@ -116,21 +122,21 @@ def add_serve_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
     )
     serve.add_argument(
         "--max-list-page-bytes",
-        type=int,
-        default=int(_env("MAX_LIST_PAGE_BYTES", None) or MAX_LIST_PAGE_BYTES),
+        type=_byte_count,
+        default=_env("MAX_LIST_PAGE_BYTES", str(MAX_LIST_PAGE_BYTES)),
         help="a ListTasks page ends early, with a next page token, past this many bytes [A2A_GRPC_MAX_LIST_PAGE_BYTES]",
     )
     serve.add_argument(
         "--max-subscriber-buffer-bytes",
-        type=int,
-        default=int(_env("MAX_SUBSCRIBER_BUFFER_BYTES", None) or SUBSCRIBER_BUFFER_BYTES),
+        type=_byte_count,
+        default=_env("MAX_SUBSCRIBER_BUFFER_BYTES", str(SUBSCRIBER_BUFFER_BYTES)),
         help="a stream that falls this many bytes of events behind its task is cut "
         "[A2A_GRPC_MAX_SUBSCRIBER_BUFFER_BYTES]",
     )
     serve.add_argument(
         "--max-extension-payload-bytes",
-        type=int,
-        default=int(_env("MAX_EXTENSION_PAYLOAD_BYTES", None) or MAX_EXTENSION_PAYLOAD_BYTES),
+        type=_byte_count,
+        default=_env("MAX_EXTENSION_PAYLOAD_BYTES", str(MAX_EXTENSION_PAYLOAD_BYTES)),
         help="an extension payload larger than this (serialized) is INVALID_ARGUMENT "
         "[A2A_GRPC_MAX_EXTENSION_PAYLOAD_BYTES]",
     )

@@ -128,3 +128,31 @@ async def test_a_reply_cannot_follow_return_immediately(start_server: StartServe
                 break
             await asyncio.sleep(0.01)
         assert task.status.state == TaskState.TASK_STATE_FAILED
+
+
+class ChunkReusingAgent:
+    """Publishes two chunks of one artifact from the same object, changed in between, in one loop turn."""
+
+    async def execute(self, context: RequestContext, events: EventPublisher) -> None:
+        await events.working()
+        await asyncio.sleep(0)  # the task is stored: what follows goes out as a delta
+        chunk = a2a_pb2.Artifact(artifact_id="reused", parts=[a2a_pb2.Part(text="one")])
+        await events.artifact(chunk)
+        chunk.parts[0].text = "two"
+        await events.artifact(chunk, append=True)
+        await asyncio.sleep(0)
+        await events.complete()
+
+    async def cancel(self, context: RequestContext, events: EventPublisher) -> None:
+        await events.canceled()
+
+
+async def test_the_store_keeps_each_chunk_as_it_was_published(start_server: StartServer, store_url: str) -> None:
+    server = await start_server(agent=ChunkReusingAgent(), store_url=store_url)
+    async with grpc.aio.insecure_channel(server.grpc_target) as channel:
+        stub = make_stub(channel)
+        sent = await stub.SendMessage(send_request("reuse"), metadata=V1)
+        assert [part.text for part in sent.task.artifacts[0].parts] == ["one", "two"]
+        stored = await server.store.get_task(sent.task.id, "")
+    assert stored is not None
+    assert [part.text for part in stored.artifacts[0].parts] == ["one", "two"]

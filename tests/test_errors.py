@@ -1,4 +1,4 @@
-"""The error table of the notes (§4) as the server produces it: code, ErrorInfo reason, domain, metadata;
+"""The A2A error table as the server produces it: code, ErrorInfo reason, domain, metadata;
 and the table both ways, each row encoded and decoded again.
 
 Rows the server never produces today: ContentTypeNotSupportedError and InvalidAgentResponseError.
@@ -232,6 +232,11 @@ class ExplodingStore(MemoryStore):
         if task_id == "explode":
             raise RuntimeError(SECRET)
         return await super().get_task(task_id, owner)
+
+    async def load_task(self, task_id: str, owner: str) -> tuple[a2a_pb2.Task, int] | None:
+        if task_id == "explode":
+            raise RuntimeError(SECRET)
+        return await super().load_task(task_id, owner)
 
 
 @pytest.fixture

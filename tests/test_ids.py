@@ -5,6 +5,7 @@ from __future__ import annotations
 import multiprocessing
 import re
 
+from a2a_grpc import ids
 from a2a_grpc.ids import new_id
 
 
@@ -19,7 +20,8 @@ def _child_ids(queue: multiprocessing.Queue[list[str]]) -> None:
 
 
 def test_a_forked_child_never_hands_out_its_parents_next_ids() -> None:
-    new_id()  # the parent now holds a batch of ids it has not handed out yet
+    new_id()
+    assert len(ids._unused) >= 10  # the parent holds ids it has not handed out yet
     context = multiprocessing.get_context("fork")
     queue: multiprocessing.Queue[list[str]] = context.Queue()
     child = context.Process(target=_child_ids, args=(queue,))

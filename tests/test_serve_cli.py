@@ -3,6 +3,7 @@ the lines the server logs as it stops, and a port already in use."""
 
 from __future__ import annotations
 
+import os
 import re
 import signal
 import socket
@@ -142,3 +143,16 @@ def test_a_port_in_use_gets_our_one_line_and_nothing_from_grpc(tmp_path: Path, t
     assert http_taken.returncode == 1
     [line] = http_taken.stderr.splitlines()
     assert line.startswith(f"a2a-grpc: cannot serve the agent card on {taken}: ") and line.endswith("in use")
+
+
+@pytest.mark.parametrize("value", ["abc", "0", "-5"])
+def test_a_byte_limit_that_is_not_a_positive_number_is_a_usage_error(value: str) -> None:
+    env = {**os.environ, "A2A_GRPC_MAX_LIST_PAGE_BYTES": value}
+    done = subprocess.run(
+        [A2A_GRPC, "serve", "--listen", "127.0.0.1:0"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines()[-1] == (
+        f"a2a-grpc serve: error: argument --max-list-page-bytes: must be a positive number of bytes, got {value!r}"
+    )

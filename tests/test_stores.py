@@ -212,8 +212,9 @@ async def test_version_conflict(store: TaskStore) -> None:
         await store.apply(TaskWrite("nope", 2))
     await manager.update("t1", state=WORKING, ts_us=T0 + 1)
     assert await store.get_task("t1", OWNER) == manager.tasks["t1"]
-    assert await store.task_version("t1") == 2
-    assert await store.task_version("nope") is None
+    assert await store.load_task("t1", OWNER) == (manager.tasks["t1"], 2)
+    assert await store.load_task("t1", "someone else") is None
+    assert await store.load_task("nope", OWNER) is None
 
 
 async def test_create_without_task_fails_when_awaited(store: TaskStore) -> None:
@@ -618,11 +619,10 @@ async def test_sqlite_acknowledged_writes_survive_kill(tmp_path: Path) -> None:
     await reopened.open()
     try:
         for task_id, version in acked.items():
-            stored = await reopened.task_version(task_id)
-            assert stored is not None, task_id
+            loaded = await reopened.load_task(task_id, "o")
+            assert loaded is not None, task_id
+            task, stored = loaded
             assert version <= stored <= version + 1, task_id  # at most one unacknowledged write
-            task = await reopened.get_task(task_id, "o")
-            assert task is not None
             assert [m.parts[0].text for m in task.history] == [f"v{v}" for v in range(1, stored + 1)]
     finally:
         await reopened.close()

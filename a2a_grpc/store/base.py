@@ -88,8 +88,9 @@ class TaskStore(Protocol):
         """The task, or None when it does not exist or belongs to another owner."""
         ...
 
-    async def task_version(self, task_id: str) -> int | None:
-        """The stored version of the task (that of its last applied write), None when it does not exist."""
+    async def load_task(self, task_id: str, owner: str) -> tuple[a2a_pb2.Task, int] | None:
+        """The task and the version of its last applied write, read together (a write that lands between
+        two separate reads would pair old content with a newer version); None as for `get_task`."""
         ...
 
     async def running_tasks(self) -> list[tuple[str, str]]:

@@ -102,9 +102,11 @@ class MemoryStore:
             return None
         return _copy(entry.task)
 
-    async def task_version(self, task_id: str) -> int | None:
+    async def load_task(self, task_id: str, owner: str) -> tuple[a2a_pb2.Task, int] | None:
         entry = self._tasks.get(task_id)
-        return None if entry is None else entry.version
+        if entry is None or entry.owner != owner:
+            return None
+        return _copy(entry.task), entry.version
 
     async def running_tasks(self) -> list[tuple[str, str]]:
         return [(task_id, e.owner) for task_id, e in self._tasks.items() if e.state in _RUNNING_STATES]

@@ -180,9 +180,9 @@ class SqliteStore:
     async def get_task(self, task_id: str, owner: str) -> a2a_pb2.Task | None:
         return await self._read(_get_task, task_id, owner)
 
-    async def task_version(self, task_id: str) -> int | None:
-        """The version of the last committed write; writes still queued are not counted."""
-        return await self._read(_task_version, task_id)
+    async def load_task(self, task_id: str, owner: str) -> tuple[a2a_pb2.Task, int] | None:
+        """The version is that of the last committed write; writes still queued are not counted."""
+        return await self._read(_load_versioned_task, task_id, owner)
 
     async def running_tasks(self) -> list[tuple[str, str]]:
         return await self._read(_running_tasks)
@@ -518,15 +518,15 @@ def _in_snapshot(conn: sqlite3.Connection, read: Callable[[], T]) -> T:
 
 
 def _get_task(conn: sqlite3.Connection, task_id: str, owner: str) -> a2a_pb2.Task | None:
-    row = conn.execute(f"SELECT {_TASK_COLUMNS} FROM tasks WHERE id = ?", (task_id,)).fetchone()
+    loaded = _load_versioned_task(conn, task_id, owner)
+    return None if loaded is None else loaded[0]
+
+
+def _load_versioned_task(conn: sqlite3.Connection, task_id: str, owner: str) -> tuple[a2a_pb2.Task, int] | None:
+    row = conn.execute(f"SELECT {_TASK_COLUMNS}, version FROM tasks WHERE id = ?", (task_id,)).fetchone()
     if row is None or row[1] != owner:
         return None
-    return _load_task(conn, row, include_artifacts=True)
-
-
-def _task_version(conn: sqlite3.Connection, task_id: str) -> int | None:
-    row = conn.execute("SELECT version FROM tasks WHERE id = ?", (task_id,)).fetchone()
-    return None if row is None else int(row[0])
+    return _load_task(conn, row[:-1], include_artifacts=True), int(row[-1])
 
 
 def _running_tasks(conn: sqlite3.Connection) -> list[tuple[str, str]]:

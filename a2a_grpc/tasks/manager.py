@@ -5,7 +5,7 @@ task and starts the agent in its own asyncio task, so a client that goes away ne
 Every event the agent publishes is applied to the live Task, written to the store as a delta, and
 pushed to each subscriber of the task in order. Callers wait on the run (`TaskRun.settled`) and on
 the last write (`durable`) before they acknowledge anything. Every read goes through here too, so
-that what a caller may see is decided in one place (`_visible`).
+that what a caller may see is decided in one place (`_check_visible`).
 """
 
 from __future__ import annotations
@@ -142,12 +142,12 @@ class TaskManager:
         """
         live = self._live.get(task_id)
         if live is None:
-            task = await self.store.get_task(task_id, call.principal)
-            version = None if task is None else await self.store.task_version(task_id)
+            loaded = await self.store.load_task(task_id, call.principal)
             live = self._live.get(task_id)  # another call may have loaded it meanwhile
             if live is None:
-                if task is None or version is None:
+                if loaded is None:
                     raise _not_found(task_id)
+                task, version = loaded
                 live = self._live[task_id] = LiveTask(task, call.principal, version)
         _check_visible(task_id, live.owner, call, live.shown)
         return live
@@ -273,7 +273,9 @@ class TaskManager:
     def record_artifact(self, run: TaskRun, artifact: a2a_pb2.Artifact, append: bool, last_chunk: bool) -> None:
         live = self._check_publishing(run)
         task = live.task
-        self._pending_write(live).artifacts.append((artifact, append))
+        write = self._pending_write(live)
+        if write.task is None:  # a delta keeps the chunk as published, whatever the agent does with it later
+            write.artifacts.append((_copy_artifact(artifact), append))
         live.apply_artifact(artifact, append)
         if live.subscribers:
             event = a2a_pb2.TaskArtifactUpdateEvent(
@@ -312,15 +314,18 @@ class TaskManager:
         task = live.task
         status = a2a_pb2.TaskStatus(state=state)
         stamp_now(status.timestamp)
+        delta = write.task is None  # a create takes the whole task at the flush
         if user_message is not None:
             task.history.append(user_message)
-            write.history.append(user_message)
+            if delta:
+                write.history.append(task.history[-1])  # the task's own copy, which nothing changes later
         if message is not None:
             message.task_id = task.id
             message.context_id = task.context_id
             status.message.CopyFrom(message)
             task.history.append(message)
-            write.history.append(message)
+            if delta:
+                write.history.append(task.history[-1])
         live.set_status(status)
         write.status = status
         if live.subscribers:
@@ -355,9 +360,6 @@ class TaskManager:
         write, durable = live.pending, live.last_write
         live.pending = None
         assert write is not None and durable is not None
-        if write.task is not None:
-            write.history.clear()
-            write.artifacts.clear()
         stored = self.store.apply(write)
         if stored.done():  # an in-memory store: no need to wait for another loop turn
             self._stored(live, durable, stored)
@@ -419,6 +421,9 @@ class TaskManager:
         if run.runner is not None:
             self._runs.discard(run.runner)
         live = run.live
+        if live.run is run and live.state not in SETTLED_STATES:  # cancelled before the agent's first step
+            stopped = _stopped_message(a2a_pb2.Message(message_id=new_id(), role=a2a_pb2.ROLE_AGENT))
+            self.record_status(run, a2a_pb2.TASK_STATE_FAILED, stopped)
         if live.run is run:
             live.run = None
         if not run.settled.done():
@@ -600,3 +605,9 @@ def _config_not_found(task_id: str, config_id: str) -> PushNotificationConfigNot
         f"task {task_id} has no push notification config {config_id}",
         metadata={"taskId": task_id, "configId": config_id},
     )
+
+
+def _copy_artifact(artifact: a2a_pb2.Artifact) -> a2a_pb2.Artifact:
+    copy = a2a_pb2.Artifact()
+    copy.CopyFrom(artifact)
+    return copy
