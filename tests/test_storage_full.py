@@ -12,7 +12,7 @@ import grpc
 import pytest
 from conftest import V1, StartServer, send_request
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from rpc_helpers import TEST_SECONDS, Stub, assert_error, make_stub, rpc_error, stream_error
+from rpc_helpers import TEST_SECONDS, Stub, assert_error, make_stub, rpc_error, stream_error, wait_for_state
 
 from a2a_grpc.agent import AgentExecutor, EventPublisher, RequestContext
 from a2a_grpc.agents.echo import EchoAgent
@@ -102,3 +102,49 @@ async def test_a_full_store_answers_unavailable_and_is_not_serving_until_a_write
             await assert_storage_full(stub, earlier.id)
             assert await health(channel) == [NOT_SERVING, NOT_SERVING]
             assert len(error_lines(caplog)) == 2, "a new incident begins after a write succeeded"
+
+
+class GatedBigAgent:
+    """WORKING at once; once the gate opens, a BIG artifact and COMPLETED."""
+
+    def __init__(self) -> None:
+        self.gate = asyncio.Event()
+
+    async def execute(self, context: RequestContext, events: EventPublisher) -> None:
+        await events.working()
+        await self.gate.wait()
+        await events.artifact(text=BIG, name="big", last_chunk=True)
+        await events.complete()
+
+    async def cancel(self, context: RequestContext, events: EventPublisher) -> None:
+        await events.canceled()
+
+
+async def test_a_task_whose_write_was_refused_is_failed_once_the_store_takes_writes_again(
+    start_server: StartServer, tmp_path: Path
+) -> None:
+    async with asyncio.timeout(TEST_SECONDS):
+        agent = GatedBigAgent()
+        server = await start_server(agent=agent, store_url=f"sqlite:///{tmp_path / 'tasks.db'}")
+        store = server.store
+        assert isinstance(store, SqliteStore)
+        async with grpc.aio.insecure_channel(server.grpc_target) as channel:
+            stub = make_stub(channel)
+            immediately = a2a_pb2.SendMessageConfiguration(return_immediately=True)
+            stuck = (await stub.SendMessage(send_request("small", configuration=immediately), metadata=V1)).task
+            await wait_for_state(stub, stuck.id, [a2a_pb2.TASK_STATE_WORKING])
+            await store.set_max_pages(NO_ROOM)
+            agent.gate.set()  # its next write cannot be stored, and its agent is stopped
+            for _ in range(500):  # the refused write is made on the agent's next loop turn
+                if await health(channel) == [NOT_SERVING, NOT_SERVING]:
+                    break
+                await asyncio.sleep(0.01)
+            stored = await stub.GetTask(a2a_pb2.GetTaskRequest(id=stuck.id), metadata=V1)
+            assert stored.status.state == a2a_pb2.TASK_STATE_WORKING  # no agent works on it any more
+
+            await store.set_max_pages(ROOM)
+            await stub.CreateTaskPushNotificationConfig(
+                a2a_pb2.TaskPushNotificationConfig(task_id=stuck.id, url="https://hook.example/a"), metadata=V1
+            )
+            failed = await wait_for_state(stub, stuck.id, [a2a_pb2.TASK_STATE_FAILED])
+            assert "store was full" in failed.status.message.parts[0].text

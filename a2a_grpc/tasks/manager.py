@@ -109,6 +109,8 @@ class TaskManager:
         self._runs: set[asyncio.Task[None]] = set()
         self._on_storage_writable = on_storage_writable
         self._storage_full = False
+        self._unstored: dict[str, str] = {}  # task id -> owner, of tasks left running by a refused write
+        self._recoveries: set[asyncio.Future[None]] = set()
 
     # ---- reads -------------------------------------------------------------------------------
 
@@ -451,6 +453,8 @@ class TaskManager:
             return live.write_error
         if isinstance(error, StorageFullError):
             self._storage_refused(error)
+            if live.version > 1:  # stored before: it would stay running with no agent behind it
+                self._unstored[live.task.id] = live.owner
             error = _storage_unavailable()
         else:
             log.error("could not persist task %s: %s", live.task.id, error)
@@ -475,6 +479,25 @@ class TaskManager:
         log.warning("the task store accepts writes again")
         if self._on_storage_writable is not None:
             self._on_storage_writable(True)
+        if self._unstored:
+            unstored, self._unstored = self._unstored, {}
+            recovery = asyncio.ensure_future(self._fail_unstored(unstored))
+            self._recoveries.add(recovery)
+            recovery.add_done_callback(self._recoveries.discard)
+
+    async def _fail_unstored(self, unstored: dict[str, str]) -> None:
+        """Fail the tasks whose agent was stopped when the store could not take their writes: stored as
+        still running, they would otherwise wait for an agent that is gone until the next restart."""
+        for task_id, owner in unstored.items():
+            try:
+                live = await self._live_task(task_id, CallContext(principal=owner))
+            except A2AError:
+                continue
+            if live.run is None and live.state not in SETTLED_STATES:
+                message = a2a_pb2.Message(message_id=new_id(), role=a2a_pb2.ROLE_AGENT)
+                message.parts.add(text="The task could not be stored: the task store was full.")
+                self._set_status(live, a2a_pb2.TASK_STATE_FAILED, message)
+            self._release(live)
 
     # ---- subscribe and cancel ----------------------------------------------------------------
 
@@ -553,6 +576,8 @@ class TaskManager:
             runner.cancel()
         if self._runs:
             await asyncio.gather(*self._runs, return_exceptions=True)
+        if self._recoveries:
+            await asyncio.gather(*self._recoveries, return_exceptions=True)
         for live in list(self._live.values()):
             for subscriber in live.subscribers:
                 subscriber.close()
