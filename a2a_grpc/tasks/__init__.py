@@ -10,7 +10,8 @@ from a2a_grpc.tasks.live import (
     task_view,
     wait_durable,
 )
-from a2a_grpc.tasks.manager import TaskManager, TaskRun
+from a2a_grpc.tasks.manager import TaskManager
+from a2a_grpc.tasks.run import TaskRun
 
 __all__ = [
     "SUBSCRIBER_BUFFER_BYTES",

@@ -15,7 +15,7 @@ from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.store.base import TaskWrite
 
 if TYPE_CHECKING:
-    from a2a_grpc.tasks.manager import TaskRun
+    from a2a_grpc.tasks.run import TaskRun
 
 TaskState = a2a_pb2.TaskState
 TERMINAL_STATES = frozenset(
@@ -61,6 +61,12 @@ async def wait_durable(write: asyncio.Future[None] | None) -> None:
 def copy_task(task: a2a_pb2.Task) -> a2a_pb2.Task:
     copy = a2a_pb2.Task()
     copy.CopyFrom(task)
+    return copy
+
+
+def copy_artifact(artifact: a2a_pb2.Artifact) -> a2a_pb2.Artifact:
+    copy = a2a_pb2.Artifact()
+    copy.CopyFrom(artifact)
     return copy
 
 

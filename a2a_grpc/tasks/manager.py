@@ -5,7 +5,7 @@ task and starts the agent in its own asyncio task, so a client that goes away ne
 Every event the agent publishes is applied to the live Task, written to the store as a delta, and
 pushed to each subscriber of the task in order. Callers wait on the run (`TaskRun.settled`) and on
 the last write (`durable`) before they acknowledge anything. Every read goes through here too, so
-that what a caller may see is decided in one place (`_check_visible`).
+that what a caller may see is decided in one place (`check_visible`).
 """
 
 from __future__ import annotations
@@ -20,11 +20,7 @@ from a2a_grpc.agent import AgentExecutor, EventPublisher, PublisherError, Reques
 from a2a_grpc.call import CallContext
 from a2a_grpc.errors import (
     A2AError,
-    InvalidRequestError,
-    PushNotificationConfigNotFoundError,
-    StorageUnavailableError,
     TaskNotCancelableError,
-    TaskNotFoundError,
     UnsupportedOperationError,
 )
 from a2a_grpc.generated import a2a_pb2
@@ -38,10 +34,21 @@ from a2a_grpc.tasks.live import (
     LiveTask,
     Subscriber,
     TaskState,
+    copy_artifact,
     copy_task,
     stamp_now,
     wait_durable,
 )
+from a2a_grpc.tasks.rules import (
+    bad_page_token,
+    check_resumable,
+    check_visible,
+    config_not_found,
+    not_found,
+    stopped_message,
+    storage_unavailable,
+)
+from a2a_grpc.tasks.run import TaskRun
 
 log = logging.getLogger(__name__)
 
@@ -49,46 +56,6 @@ T = TypeVar("T")
 
 # How long CancelTask waits for the agent's own cancel handler before canceling the task itself.
 CANCEL_GRACE_SECONDS = 5.0
-
-
-class TaskRun:
-    """One execution of the agent for one accepted message; the agent's publisher records into it.
-
-    `opened` resolves when the call's answer begins: None once the task is shown (the agent published
-    something, or the caller wanted the task at once), or the agent's reply Message. `snapshot` is the
-    task as a stream shows it first, taken when the task was shown to a run with subscribers.
-    """
-
-    __slots__ = ("_manager", "cancelling", "context", "live", "opened", "reply", "runner", "settled", "snapshot")
-
-    def __init__(self, manager: TaskManager, live: LiveTask, context: RequestContext) -> None:
-        loop = asyncio.get_running_loop()
-        self._manager = manager
-        self.live = live
-        self.context = context
-        self.opened: asyncio.Future[a2a_pb2.Message | None] = loop.create_future()
-        self.settled: asyncio.Future[None] = loop.create_future()
-        self.runner: asyncio.Task[None] | None = None
-        self.cancelling: asyncio.Future[None] | None = None
-        self.reply: a2a_pb2.Message | None = None
-        self.snapshot: a2a_pb2.Task | None = None
-
-    @property
-    def task_id(self) -> str:
-        return self.live.task.id
-
-    @property
-    def context_id(self) -> str:
-        return self.live.task.context_id
-
-    def record_status(self, state: a2a_pb2.TaskState, message: a2a_pb2.Message | None) -> None:
-        self._manager.record_status(self, state, message)
-
-    def record_artifact(self, artifact: a2a_pb2.Artifact, append: bool, last_chunk: bool) -> None:
-        self._manager.record_artifact(self, artifact, append, last_chunk)
-
-    def record_reply(self, message: a2a_pb2.Message) -> None:
-        self._manager.record_reply(self, message)
 
 
 class TaskManager:
@@ -118,7 +85,7 @@ class TaskManager:
         """The task as far as it is durable: nothing a crash could still take back."""
         live = self._live.get(task_id)
         if live is not None:
-            _check_visible(task_id, live.owner, call, live.shown)
+            check_visible(task_id, live.owner, call, live.shown)
             write = live.last_write
             if write is None or write.done():
                 return live.task
@@ -127,7 +94,7 @@ class TaskManager:
             return snapshot
         task = await self.store.get_task(task_id, call.principal)
         if task is None:
-            raise _not_found(task_id)
+            raise not_found(task_id)
         return task
 
     async def list_tasks(self, query: TaskQuery, call: CallContext) -> TaskPage:
@@ -135,7 +102,7 @@ class TaskManager:
         try:
             return await self.store.list_tasks(dataclasses.replace(query, owner=call.principal))
         except InvalidPageTokenError:
-            raise _bad_page_token() from None
+            raise bad_page_token() from None
 
     async def _live_task(self, task_id: str, call: CallContext) -> LiveTask:
         """The live entry of a task, loaded from the store if nobody works on or watches it.
@@ -148,10 +115,10 @@ class TaskManager:
             live = self._live.get(task_id)  # another call may have loaded it meanwhile
             if live is None:
                 if loaded is None:
-                    raise _not_found(task_id)
+                    raise not_found(task_id)
                 task, version = loaded
                 live = self._live[task_id] = LiveTask(task, call.principal, version)
-        _check_visible(task_id, live.owner, call, live.shown)
+        check_visible(task_id, live.owner, call, live.shown)
         return live
 
     # ---- push notification configs -------------------------------------------------------------
@@ -171,7 +138,7 @@ class TaskManager:
         await self.get_task(task_id, call)
         config = await self.store.get_push_config(call.principal, task_id, config_id)
         if config is None:
-            raise _config_not_found(task_id, config_id)
+            raise config_not_found(task_id, config_id)
         return config
 
     async def list_push_configs(
@@ -181,7 +148,7 @@ class TaskManager:
         try:
             return await self.store.list_push_configs(call.principal, task_id, page_size, page_token)
         except InvalidPageTokenError:
-            raise _bad_page_token() from None
+            raise bad_page_token() from None
 
     async def delete_push_config(self, task_id: str, config_id: str, call: CallContext) -> None:
         """Idempotent: a config that is already gone counts as deleted (the task must still be the caller's)."""
@@ -194,7 +161,7 @@ class TaskManager:
             result = await write
         except StorageFullError as error:
             self._storage_refused(error)
-            raise _storage_unavailable() from None
+            raise storage_unavailable() from None
         if self._storage_full:
             self._storage_accepted()
         return result
@@ -240,7 +207,7 @@ class TaskManager:
     async def _resume(self, message: a2a_pb2.Message, call: CallContext) -> LiveTask:
         live = await self._live_task(message.task_id, call)
         try:
-            _check_resumable(live, message)
+            check_resumable(live, message)
         except A2AError:
             self._release(live)
             raise
@@ -277,7 +244,7 @@ class TaskManager:
         task = live.task
         write = self._pending_write(live)
         if write.task is None:  # a delta keeps the chunk as published, whatever the agent does with it later
-            write.artifacts.append((_copy_artifact(artifact), append))
+            write.artifacts.append((copy_artifact(artifact), append))
         live.apply_artifact(artifact, append)
         if live.subscribers:
             event = a2a_pb2.TaskArtifactUpdateEvent(
@@ -405,7 +372,7 @@ class TaskManager:
             await self.executor.execute(run.context, publisher)
         except asyncio.CancelledError:  # only shutdown cancels a run that CancelTask did not settle
             if live.run is run and live.state not in SETTLED_STATES:
-                self.record_status(run, a2a_pb2.TASK_STATE_FAILED, _stopped_message(publisher.agent_message()))
+                self.record_status(run, a2a_pb2.TASK_STATE_FAILED, stopped_message(publisher.agent_message()))
         except Exception:
             log.exception("agent failed on task %s", live.task.id)
             if live.run is run and live.state not in TERMINAL_STATES:
@@ -424,7 +391,7 @@ class TaskManager:
             self._runs.discard(run.runner)
         live = run.live
         if live.run is run and live.state not in SETTLED_STATES:  # cancelled before the agent's first step
-            stopped = _stopped_message(a2a_pb2.Message(message_id=new_id(), role=a2a_pb2.ROLE_AGENT))
+            stopped = stopped_message(a2a_pb2.Message(message_id=new_id(), role=a2a_pb2.ROLE_AGENT))
             self.record_status(run, a2a_pb2.TASK_STATE_FAILED, stopped)
         if live.run is run:
             live.run = None
@@ -455,7 +422,7 @@ class TaskManager:
             self._storage_refused(error)
             if live.version > 1:  # stored before: it would stay running with no agent behind it
                 self._unstored[live.task.id] = live.owner
-            error = _storage_unavailable()
+            error = storage_unavailable()
         else:
             log.error("could not persist task %s: %s", live.task.id, error)
         live.write_error = error
@@ -563,7 +530,7 @@ class TaskManager:
         for task_id, owner in orphans:
             live = await self._live_task(task_id, CallContext(principal=owner))
             message = a2a_pb2.Message(message_id=new_id(), role=a2a_pb2.ROLE_AGENT)
-            self._set_status(live, a2a_pb2.TASK_STATE_FAILED, _stopped_message(message))
+            self._set_status(live, a2a_pb2.TASK_STATE_FAILED, stopped_message(message))
             await live.durable()
             self._release(live)
         return len(orphans)
@@ -582,57 +549,3 @@ class TaskManager:
             for subscriber in live.subscribers:
                 subscriber.close()
         return failing
-
-
-def _check_visible(task_id: str, owner: str, call: CallContext, shown: bool) -> None:
-    """The one place that decides whether a caller may see a task: a task another caller owns, or one
-    not shown yet, does not exist for them (never PERMISSION_DENIED, which would leak its existence)."""
-    if owner != call.principal or not shown:
-        raise _not_found(task_id)
-
-
-def _check_resumable(live: LiveTask, message: a2a_pb2.Message) -> None:
-    task = live.task
-    if live.state in TERMINAL_STATES:
-        raise UnsupportedOperationError(
-            f"task {task.id} is in a terminal state and accepts no more messages", metadata={"taskId": task.id}
-        )
-    if message.context_id and message.context_id != task.context_id:
-        raise InvalidRequestError(
-            "message.context_id does not match the task's context",
-            violations=[("message.context_id", f"task {task.id} belongs to context {task.context_id}")],
-        )
-    if live.run is not None:
-        raise UnsupportedOperationError(
-            f"task {task.id} is still processing an earlier message", metadata={"taskId": task.id}
-        )
-
-
-def _stopped_message(message: a2a_pb2.Message) -> a2a_pb2.Message:
-    message.parts.add(text="The server stopped while this task was running.")
-    return message
-
-
-def _not_found(task_id: str) -> TaskNotFoundError:
-    return TaskNotFoundError(f"task {task_id} not found", metadata={"taskId": task_id})
-
-
-def _storage_unavailable() -> StorageUnavailableError:
-    return StorageUnavailableError("storage full, retry later")
-
-
-def _bad_page_token() -> InvalidRequestError:
-    return InvalidRequestError("invalid page_token", violations=[("page_token", "is not a token this server issued")])
-
-
-def _config_not_found(task_id: str, config_id: str) -> PushNotificationConfigNotFoundError:
-    return PushNotificationConfigNotFoundError(
-        f"task {task_id} has no push notification config {config_id}",
-        metadata={"taskId": task_id, "configId": config_id},
-    )
-
-
-def _copy_artifact(artifact: a2a_pb2.Artifact) -> a2a_pb2.Artifact:
-    copy = a2a_pb2.Artifact()
-    copy.CopyFrom(artifact)
-    return copy

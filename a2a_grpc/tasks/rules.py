@@ -1,0 +1,62 @@
+"""What a caller may do with a task, and the errors that say no."""
+
+from __future__ import annotations
+
+from a2a_grpc.call import CallContext
+from a2a_grpc.errors import (
+    InvalidRequestError,
+    PushNotificationConfigNotFoundError,
+    StorageUnavailableError,
+    TaskNotFoundError,
+    UnsupportedOperationError,
+)
+from a2a_grpc.generated import a2a_pb2
+from a2a_grpc.tasks.live import TERMINAL_STATES, LiveTask
+
+
+def check_visible(task_id: str, owner: str, call: CallContext, shown: bool) -> None:
+    """The one place that decides whether a caller may see a task: a task another caller owns, or one
+    not shown yet, does not exist for them (never PERMISSION_DENIED, which would leak its existence)."""
+    if owner != call.principal or not shown:
+        raise not_found(task_id)
+
+
+def check_resumable(live: LiveTask, message: a2a_pb2.Message) -> None:
+    task = live.task
+    if live.state in TERMINAL_STATES:
+        raise UnsupportedOperationError(
+            f"task {task.id} is in a terminal state and accepts no more messages", metadata={"taskId": task.id}
+        )
+    if message.context_id and message.context_id != task.context_id:
+        raise InvalidRequestError(
+            "message.context_id does not match the task's context",
+            violations=[("message.context_id", f"task {task.id} belongs to context {task.context_id}")],
+        )
+    if live.run is not None:
+        raise UnsupportedOperationError(
+            f"task {task.id} is still processing an earlier message", metadata={"taskId": task.id}
+        )
+
+
+def stopped_message(message: a2a_pb2.Message) -> a2a_pb2.Message:
+    message.parts.add(text="The server stopped while this task was running.")
+    return message
+
+
+def not_found(task_id: str) -> TaskNotFoundError:
+    return TaskNotFoundError(f"task {task_id} not found", metadata={"taskId": task_id})
+
+
+def storage_unavailable() -> StorageUnavailableError:
+    return StorageUnavailableError("storage full, retry later")
+
+
+def bad_page_token() -> InvalidRequestError:
+    return InvalidRequestError("invalid page_token", violations=[("page_token", "is not a token this server issued")])
+
+
+def config_not_found(task_id: str, config_id: str) -> PushNotificationConfigNotFoundError:
+    return PushNotificationConfigNotFoundError(
+        f"task {task_id} has no push notification config {config_id}",
+        metadata={"taskId": task_id, "configId": config_id},
+    )

@@ -1,0 +1,53 @@
+"""One execution of the agent on one accepted message: what the agent's publisher records into."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+from a2a_grpc.agent import RequestContext
+from a2a_grpc.generated import a2a_pb2
+from a2a_grpc.tasks.live import LiveTask
+
+if TYPE_CHECKING:
+    from a2a_grpc.tasks.manager import TaskManager
+
+
+class TaskRun:
+    """One execution of the agent for one accepted message; the agent's publisher records into it.
+
+    `opened` resolves when the call's answer begins: None once the task is shown (the agent published
+    something, or the caller wanted the task at once), or the agent's reply Message. `snapshot` is the
+    task as a stream shows it first, taken when the task was shown to a run with subscribers.
+    """
+
+    __slots__ = ("_manager", "cancelling", "context", "live", "opened", "reply", "runner", "settled", "snapshot")
+
+    def __init__(self, manager: TaskManager, live: LiveTask, context: RequestContext) -> None:
+        loop = asyncio.get_running_loop()
+        self._manager = manager
+        self.live = live
+        self.context = context
+        self.opened: asyncio.Future[a2a_pb2.Message | None] = loop.create_future()
+        self.settled: asyncio.Future[None] = loop.create_future()
+        self.runner: asyncio.Task[None] | None = None
+        self.cancelling: asyncio.Future[None] | None = None
+        self.reply: a2a_pb2.Message | None = None
+        self.snapshot: a2a_pb2.Task | None = None
+
+    @property
+    def task_id(self) -> str:
+        return self.live.task.id
+
+    @property
+    def context_id(self) -> str:
+        return self.live.task.context_id
+
+    def record_status(self, state: a2a_pb2.TaskState, message: a2a_pb2.Message | None) -> None:
+        self._manager.record_status(self, state, message)
+
+    def record_artifact(self, artifact: a2a_pb2.Artifact, append: bool, last_chunk: bool) -> None:
+        self._manager.record_artifact(self, artifact, append, last_chunk)
+
+    def record_reply(self, message: a2a_pb2.Message) -> None:
+        self._manager.record_reply(self, message)
