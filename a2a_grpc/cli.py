@@ -120,26 +120,20 @@ def add_serve_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
         help="unary calls echo a2a-extensions in the trailers, or in headers and trailers "
         "(streams always do both) [A2A_GRPC_UNARY_ECHO]",
     )
-    serve.add_argument(
-        "--max-list-page-bytes",
-        type=_byte_count,
-        default=_env("MAX_LIST_PAGE_BYTES", str(MAX_LIST_PAGE_BYTES)),
-        help="a ListTasks page ends early, with a next page token, past this many bytes [A2A_GRPC_MAX_LIST_PAGE_BYTES]",
+    byte_limits = (
+        (
+            "max-list-page-bytes",
+            MAX_LIST_PAGE_BYTES,
+            "a ListTasks page ends early, with a next page token, past this many bytes",
+        ),
+        ("max-subscriber-buffer-bytes", SUBSCRIBER_BUFFER_BYTES, "a stream this far behind its task is cut"),
+        ("max-extension-payload-bytes", MAX_EXTENSION_PAYLOAD_BYTES, "a larger extension payload is INVALID_ARGUMENT"),
     )
-    serve.add_argument(
-        "--max-subscriber-buffer-bytes",
-        type=_byte_count,
-        default=_env("MAX_SUBSCRIBER_BUFFER_BYTES", str(SUBSCRIBER_BUFFER_BYTES)),
-        help="a stream that falls this many bytes of events behind its task is cut "
-        "[A2A_GRPC_MAX_SUBSCRIBER_BUFFER_BYTES]",
-    )
-    serve.add_argument(
-        "--max-extension-payload-bytes",
-        type=_byte_count,
-        default=_env("MAX_EXTENSION_PAYLOAD_BYTES", str(MAX_EXTENSION_PAYLOAD_BYTES)),
-        help="an extension payload larger than this (serialized) is INVALID_ARGUMENT "
-        "[A2A_GRPC_MAX_EXTENSION_PAYLOAD_BYTES]",
-    )
+    for flag, default, meaning in byte_limits:
+        env = flag.upper().replace("-", "_")
+        serve.add_argument(
+            f"--{flag}", type=_byte_count, default=_env(env, str(default)), help=f"{meaning} [A2A_GRPC_{env}]"
+        )
     serve.add_argument(
         "--log-level", default=_env("LOG_LEVEL", "INFO"), help="DEBUG, INFO, WARNING or ERROR [A2A_GRPC_LOG_LEVEL]"
     )

@@ -25,7 +25,7 @@ from a2a_grpc.errors import (
 )
 from a2a_grpc.extensions import MAX_EXTENSION_PAYLOAD_BYTES, ExtensionPayload, ExtensionRegistry, oversized_payloads
 from a2a_grpc.generated import a2a_pb2
-from a2a_grpc.store import TaskQuery, page_token_after
+from a2a_grpc.store import TaskQuery
 from a2a_grpc.tasks import SubscriberOverflowError, TaskManager, TaskRun, task_view, wait_durable
 from a2a_grpc.validation import (
     validate,
@@ -118,9 +118,8 @@ class A2AServicer:
             await run.settled
         if run.reply is not None:
             return a2a_pb2.SendMessageResponse(message=run.reply).SerializeToString()
-        live = run.live
-        await wait_durable(live.last_write)
-        return send_message_response(task_view(live.task, _history_length(configuration)))
+        await run.durable()
+        return send_message_response(task_view(run.task, _history_length(configuration)))
 
     async def SendStreamingMessage(
         self, request: a2a_pb2.SendMessageRequest, call: CallContext, context: Context
@@ -136,7 +135,7 @@ class A2AServicer:
                 return
             snapshot = run.snapshot
             assert snapshot is not None  # taken when the task was shown, since this stream subscribed
-            await wait_durable(run.live.last_write)
+            await run.durable()
             await self._put_send_push_config(request, run, call)
             yield a2a_pb2.StreamResponse(task=task_view(snapshot, _history_length(request.configuration)))
             async for event in subscriber.events():
@@ -168,20 +167,11 @@ class A2AServicer:
         if request.HasField("status_timestamp_after"):
             after = request.status_timestamp_after
             query.status_after_us = after.seconds * 1_000_000 + after.nanos // 1000
-        page = await self.manager.list_tasks(query, call)
         history_length = request.history_length if request.HasField("history_length") else None
-        response = a2a_pb2.ListTasksResponse(
-            next_page_token=page.next_page_token, page_size=page_size, total_size=page.total_size
+        page = await self.manager.list_tasks(query, call, history_length, self.max_list_page_bytes)
+        return a2a_pb2.ListTasksResponse(
+            tasks=page.tasks, next_page_token=page.next_page_token, page_size=page_size, total_size=page.total_size
         )
-        size = 0
-        for task in page.tasks:
-            view = task_view(task, history_length, query.include_artifacts)
-            size += view.ByteSize()
-            if size > self.max_list_page_bytes and response.tasks:  # the rest comes with the next page
-                response.next_page_token = page_token_after(response.tasks[-1])
-                break
-            response.tasks.append(view)
-        return response
 
     async def CancelTask(self, request: a2a_pb2.CancelTaskRequest, call: CallContext, context: Context) -> a2a_pb2.Task:
         validate(request)

@@ -13,6 +13,7 @@ from google.rpc import error_details_pb2
 
 from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
 from a2a_grpc.server import A2AServer
+from a2a_grpc.tasks import TERMINAL_STATES
 
 Stub = Any  # a2a_pb2_grpc.A2AServiceStub: the generated module carries no type information
 Metadata = tuple[tuple[str, str], ...]
@@ -20,14 +21,7 @@ Metadata = tuple[tuple[str, str], ...]
 DOMAIN = "a2a-protocol.org"
 TEST_SECONDS = 20.0  # the bound on any one test's body
 TaskState = a2a_pb2.TaskState
-TERMINAL = frozenset(
-    {
-        TaskState.TASK_STATE_COMPLETED,
-        TaskState.TASK_STATE_FAILED,
-        TaskState.TASK_STATE_CANCELED,
-        TaskState.TASK_STATE_REJECTED,
-    }
-)
+TERMINAL = TERMINAL_STATES
 
 
 def make_stub(channel: grpc.aio.Channel) -> Stub:

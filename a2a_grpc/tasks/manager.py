@@ -25,6 +25,7 @@ from a2a_grpc.errors import (
 )
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.ids import new_id
+from a2a_grpc.store import page_token_after
 from a2a_grpc.store.base import InvalidPageTokenError, StorageFullError, TaskPage, TaskQuery, TaskStore, TaskWrite
 from a2a_grpc.tasks.live import (
     INTERRUPTED_STATES,
@@ -37,6 +38,7 @@ from a2a_grpc.tasks.live import (
     copy_artifact,
     copy_task,
     stamp_now,
+    task_view,
     wait_durable,
 )
 from a2a_grpc.tasks.rules import (
@@ -97,12 +99,25 @@ class TaskManager:
             raise not_found(task_id)
         return task
 
-    async def list_tasks(self, query: TaskQuery, call: CallContext) -> TaskPage:
-        """One page of the caller's tasks (the query's owner is the caller, whatever it said)."""
+    async def list_tasks(
+        self, query: TaskQuery, call: CallContext, history_length: int | None, max_bytes: int
+    ) -> TaskPage:
+        """One page of the caller's tasks (the query's owner is the caller, whatever it said), as responses
+        show them; a page whose tasks pass `max_bytes` ends early, and the next one starts after its last."""
         try:
-            return await self.store.list_tasks(dataclasses.replace(query, owner=call.principal))
+            page = await self.store.list_tasks(dataclasses.replace(query, owner=call.principal))
         except InvalidPageTokenError:
             raise bad_page_token() from None
+        shown = TaskPage(next_page_token=page.next_page_token, total_size=page.total_size)
+        size = 0
+        for task in page.tasks:
+            view = task_view(task, history_length, query.include_artifacts)
+            size += view.ByteSize()
+            if size > max_bytes and shown.tasks:
+                shown.next_page_token = page_token_after(shown.tasks[-1])
+                break
+            shown.tasks.append(view)
+        return shown
 
     async def _live_task(self, task_id: str, call: CallContext) -> LiveTask:
         """The live entry of a task, loaded from the store if nobody works on or watches it.

@@ -40,6 +40,15 @@ class TaskRun:
         return self.live.task.id
 
     @property
+    def task(self) -> a2a_pb2.Task:
+        """The task as it stands now (the object may be replaced as the task changes)."""
+        return self.live.task
+
+    async def durable(self) -> None:
+        """Wait until the task's last change is stored."""
+        await self.live.durable()
+
+    @property
     def context_id(self) -> str:
         return self.live.task.context_id
 
