@@ -207,7 +207,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "serve":
         return serve(args)
     if args.command in ("send", "card"):
-        return run_async(run_client_command(args))
+        try:
+            return run_async(run_client_command(args))
+        except BrokenPipeError:  # the reader went away (`| head`): what it wanted was printed
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+            return 0
     parser.error(f"unknown command {args.command}")
     return 2
 

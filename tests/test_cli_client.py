@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -161,3 +162,28 @@ async def test_card_prints_integral_numbers_as_integers(start_server: StartServe
     assert run.code == 0, run.stderr
     params = json.loads(run.stdout)["capabilities"]["extensions"][0]["params"]
     assert json.dumps(params, sort_keys=True) == '{"levels": 5, "ratio": 0.5}'
+
+
+async def test_a_reader_that_goes_away_ends_send_quietly(cli_server: A2AServer) -> None:
+    """`a2a-grpc send ... | head -1`: once the reader is gone, the command stops without a traceback."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader has gone before anything is written
+    try:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "a2a_grpc.cli",
+            "send",
+            cli_server.grpc_target,
+            "streamed",
+            "--stream",
+            "-e",
+            REQUIRED,
+            stdout=write_end,
+            stderr=asyncio.subprocess.PIPE,
+        )
+    finally:
+        os.close(write_end)
+    _, stderr = await asyncio.wait_for(process.communicate(), timeout=60)
+    assert process.returncode == 0, stderr.decode()
+    assert "Traceback" not in stderr.decode() and "BrokenPipe" not in stderr.decode()
