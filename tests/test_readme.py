@@ -67,7 +67,7 @@ def fenced_blocks(title: str, language: str) -> list[list[str]]:
         elif fence is None and line.startswith("#"):
             inside = line.lstrip("#").strip() == title
         elif fence == language and inside:
-            blocks[-1].append(stripped)
+            blocks[-1].append(line.rstrip())
     return blocks
 
 
@@ -333,3 +333,27 @@ async def test_the_example_card_requires_its_extension(start_server: StartServer
     assert error_info(refused.value).reason == "EXTENSION_SUPPORT_REQUIRED"
     assert error_info(refused.value).metadata["missingExtensions"] == PRIORITY
     assert accepted.task.status.state == a2a_pb2.TASK_STATE_COMPLETED
+
+
+def test_the_client_example_runs_as_written(tmp_path: Path) -> None:
+    """The Python example of the Client section, saved as a file and run against the demo server."""
+    [example] = fenced_blocks("Client", "python")
+    with serve_process(tmp_path) as server:
+        script = tmp_path / "client_example.py"
+        script.write_text("\n".join(example).replace(DEFAULT_HTTP_LISTEN, f"127.0.0.1:{server.ports.http}"))
+        done = subprocess.run(
+            [str(REPO / ".venv" / "bin" / "python"), str(script)],
+            cwd=tmp_path,
+            env=child_env(),
+            capture_output=True,
+            text=True,
+            timeout=STEP_SECONDS,
+        )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "TASK_STATE_COMPLETED ()",
+        "task",
+        "artifact_update",
+        "status_update",
+        "a2a-grpc demo agent",
+    ]
