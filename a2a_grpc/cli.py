@@ -85,7 +85,7 @@ def add_serve_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
     serve.add_argument(
         "--store",
         default=_env("STORE", DEFAULT_STORE_URL),
-        help="memory or sqlite:///PATH [A2A_GRPC_STORE]",
+        help="memory, sqlite:///PATH or postgresql://USER@HOST:PORT/DB [A2A_GRPC_STORE]",
     )
     serve.add_argument(
         "--agent",

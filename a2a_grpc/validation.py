@@ -144,6 +144,8 @@ def validate_send(request: a2a_pb2.SendMessageRequest) -> None:
             _check_nesting(part.data, f"message.parts[{index}].data", out)
         if part.HasField("metadata"):
             _check_nesting(part.metadata, f"message.parts[{index}].metadata", out)
+    _check_no_nul(message.context_id, "message.context_id", out)
+    _check_no_nul(message.task_id, "message.task_id", out)
     if message.HasField("metadata"):
         _check_nesting(message.metadata, "message.metadata", out)
     if request.HasField("metadata"):
@@ -151,6 +153,12 @@ def validate_send(request: a2a_pb2.SendMessageRequest) -> None:
     if request.HasField("configuration"):
         _check_history_length(request.configuration, "configuration.", out)
     _raise_if(out)
+
+
+def _check_no_nul(identifier: str, path: str, out: Violations) -> None:
+    """Ids are kept as text, and text in PostgreSQL cannot hold a NUL character."""
+    if "\x00" in identifier:
+        out.append((path, "must not contain a NUL character"))
 
 
 def _check_nesting(value: JsonValue, path: str, out: Violations) -> None:
@@ -201,6 +209,7 @@ def validate_push_config(
         out.append((path + "task_id", "is required"))
     if config.url and not config.url.startswith(("https://", "http://")):
         out.append((path + "url", "must be an absolute http(s) URL"))
+    _check_no_nul(config.id, path + "id", out)
     _raise_if(out)
 
 

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import grpc
 import pytest
 from google.rpc import error_details_pb2, status_pb2
+from pg_cluster import PostgresUnavailable, fresh_database, start_cluster
 
 from a2a_grpc.agent import AgentExecutor
 from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
@@ -81,6 +83,37 @@ async def channel(server: A2AServer) -> AsyncIterator[grpc.aio.Channel]:
 @pytest.fixture
 def stub(channel: grpc.aio.Channel) -> a2a_pb2_grpc.A2AServiceStub:
     return a2a_pb2_grpc.A2AServiceStub(channel)  # type: ignore[no-untyped-call]
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[str]:
+    """Base URL of a real PostgreSQL: $A2A_GRPC_TEST_POSTGRES_URL, else a throwaway cluster (pg_cluster.py).
+
+    Without the server binaries the tests that use it are skipped, or fail when A2A_GRPC_REQUIRE_POSTGRES=1 (CI).
+    """
+    if url := os.environ.get("A2A_GRPC_TEST_POSTGRES_URL"):
+        yield url
+        return
+    try:
+        cluster = start_cluster()
+    except PostgresUnavailable as unavailable:
+        reason = str(unavailable)
+    else:
+        try:
+            yield cluster.url
+        finally:
+            cluster.stop()
+        return
+    if os.environ.get("A2A_GRPC_REQUIRE_POSTGRES") == "1":
+        pytest.fail(f"{reason} (A2A_GRPC_REQUIRE_POSTGRES=1)", pytrace=False)
+    pytest.skip(reason)
+
+
+@pytest.fixture
+async def postgres_url(postgres_server: str) -> AsyncIterator[str]:
+    """URL of a fresh empty database on `postgres_server`, dropped after the test (best effort)."""
+    async with fresh_database(postgres_server) as url:
+        yield url
 
 
 def user_message(text: str = "hello", **fields: Any) -> a2a_pb2.Message:

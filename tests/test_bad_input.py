@@ -81,6 +81,14 @@ INVALID_REQUESTS: dict[str, tuple[Call, str]] = {
         send_with(message_with(), task_push_notification_config=a2a_pb2.TaskPushNotificationConfig(token="t")),
         "configuration.task_push_notification_config.url",
     ),
+    "NUL in context_id": (send_with(message_with(context_id="c\x00")), "message.context_id"),
+    "NUL in task_id": (send_with(message_with(task_id="t\x00")), "message.task_id"),
+    "NUL in a push config id": (
+        lambda stub: stub.CreateTaskPushNotificationConfig(
+            a2a_pb2.TaskPushNotificationConfig(task_id="t", id="c\x00", url="https://h.example/a"), metadata=V1
+        ),
+        "id",
+    ),
     "GetTask without id": (get_task(), "id"),
     "negative history_length on GetTask": (get_task(id="t", history_length=-1), "history_length"),
     "page_size 0": (list_tasks(page_size=0), "page_size"),

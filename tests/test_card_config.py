@@ -105,11 +105,12 @@ def test_a_bad_agent_is_refused_naming_it(tmp_path: Path, agent: str, fragments:
 @pytest.mark.parametrize(
     ("args", "fragments"),
     [
-        (["--store", "postgres://db/a2a"], ("unsupported store URL 'postgres://db/a2a'", "sqlite:///")),
+        (["--store", "mysql://db/a2a"], ("unsupported store URL 'mysql://db/a2a'", "sqlite:///")),
+        (["--store", "postgresql://postgres@127.0.0.1:1/a2a"], ("cannot open the task store",)),
         (["--http-listen", "no-port"], ("HOST:PORT", "'no-port'")),
         (["--auth-token", "no-principal"], ("TOKEN=PRINCIPAL",)),
     ],
-    ids=["store", "http-listen", "auth-token"],
+    ids=["store", "unreachable-postgres", "http-listen", "auth-token"],
 )
 def test_other_bad_settings_are_refused(tmp_path: Path, args: list[str], fragments: tuple[str, ...]) -> None:
     done = run_serve(["--listen", f"127.0.0.1:{free_port()}", "--store", "memory", *args], cwd=tmp_path)

@@ -23,6 +23,7 @@ from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.store import (
     InvalidPageTokenError,
     MemoryStore,
+    PostgresStore,
     SqliteStore,
     StoreError,
     TaskQuery,
@@ -125,9 +126,19 @@ class Manager:
         await self.store.apply(write)
 
 
-@pytest.fixture(params=["memory", "sqlite"])
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[TaskStore]:
-    opened: TaskStore = MemoryStore() if request.param == "memory" else SqliteStore(tmp_path / "d" / "t.db")
+@pytest.fixture(params=["memory", "sqlite", "postgresql"])
+def unopened_store(request: pytest.FixtureRequest, tmp_path: Path) -> TaskStore:
+    """Synchronous, so that it can ask for the (async) `postgres_url` fixture only when needed."""
+    if request.param == "memory":
+        return MemoryStore()
+    if request.param == "sqlite":
+        return SqliteStore(tmp_path / "d" / "t.db")
+    return PostgresStore(request.getfixturevalue("postgres_url"))
+
+
+@pytest.fixture
+async def store(unopened_store: TaskStore) -> AsyncIterator[TaskStore]:
+    opened = unopened_store
     await opened.open()
     yield opened
     await opened.close()
@@ -640,9 +651,88 @@ def test_open_store_urls(tmp_path: Path) -> None:
     absolute = open_store(f"sqlite:///{tmp_path}/tasks.db")  # tmp_path starts with "/": four slashes
     assert isinstance(absolute, SqliteStore)
     assert absolute.path == tmp_path / "tasks.db"
+    for url in ("postgresql://postgres@127.0.0.1:5432/tasks", "postgres://u@h/db"):
+        postgres = open_store(url)
+        assert isinstance(postgres, PostgresStore)
+        assert postgres.url == url
 
 
-@pytest.mark.parametrize("url", ["", "redis://x", "sqlite://", "sqlite:///", "sqlite://host/db", "postgresql://h/db"])
+@pytest.mark.parametrize("url", ["", "redis://x", "sqlite://", "sqlite:///", "sqlite://host/db", "mysql://h/db"])
 def test_open_store_rejects_unknown_urls(url: str) -> None:
     with pytest.raises(ValueError, match="accepted forms"):
         open_store(url)
+
+
+# -- PostgreSQL: replicas sharing one database -----------------------------------------------------
+
+
+async def test_postgres_replicas_share_one_database(postgres_url: str) -> None:
+    """Two stores on one database (two replicas): both starting at once create the schema once, and
+    a write that does not follow the version the other replica stored is refused."""
+    first, second = PostgresStore(postgres_url, pool_size=2), PostgresStore(postgres_url, pool_size=2)
+    await asyncio.gather(first.open(), second.open())
+    try:
+        manager = Manager(first)
+        task = await manager.create("t1")
+        with pytest.raises(VersionConflictError):
+            await second.apply(TaskWrite("t1", 1, owner=OWNER, task=task))
+        await second.apply(TaskWrite("t1", 2, status=status(WORKING, T0 + 1)))
+        with pytest.raises(VersionConflictError):
+            await first.apply(TaskWrite("t1", 2, status=status(COMPLETED, T0 + 2)))
+        loaded = await first.load_task("t1", OWNER)
+        assert loaded is not None
+        assert (loaded[0].status.state, loaded[1]) == (WORKING, 2)
+        assert await second.running_tasks() == [("t1", OWNER)]
+        pool = first._pool()
+        assert await pool.fetch("SELECT version FROM schema_version") == [(1,)]
+    finally:
+        await asyncio.gather(first.close(), second.close())
+
+
+@pytest.fixture
+async def postgres_store(postgres_url: str) -> AsyncIterator[PostgresStore]:
+    opened = PostgresStore(postgres_url)
+    await opened.open()
+    yield opened
+    await opened.close()
+
+
+async def test_postgres_group_commit_and_a_failed_write_fails_alone(postgres_store: PostgresStore) -> None:
+    task = a2a_pb2.Task(id="t1", status=status(SUBMITTED, T0))
+    writes = [
+        TaskWrite("t1", 1, owner=OWNER, task=task),
+        TaskWrite("t1", 2, history=[message("kept")]),
+        TaskWrite("t1", 2, history=[message("conflict")]),
+        TaskWrite("t1", 3, history=[message("also kept")]),
+    ]
+    before = postgres_store.commit_count
+    results = await asyncio.gather(*(postgres_store.apply(w) for w in writes), return_exceptions=True)
+    assert postgres_store.commit_count - before == 1
+    assert results[:2] == [None, None]
+    assert isinstance(results[2], VersionConflictError)
+    assert results[3] is None
+    stored = await postgres_store.get_task("t1", OWNER)
+    assert stored is not None
+    assert [m.parts[0].text for m in stored.history] == ["kept", "also kept"]
+
+
+async def test_postgres_keeps_one_chunk_row_per_artifact_of_a_finished_task(postgres_store: PostgresStore) -> None:
+    manager = Manager(postgres_store)
+    await manager.create("t1", state=WORKING, artifacts=[artifact("a0", "from the start")])
+    for i in range(20):
+        await manager.update("t1", artifact=artifact("a1", f"draft {i}", name="report"))
+    await manager.update("t1", artifact=artifact("a2", "two"), append=True)
+    await manager.update("t1", state=COMPLETED, ts_us=T0 + 1)
+    rows = await postgres_store._pool().fetch("SELECT artifact_id, append FROM artifact_chunks ORDER BY seq")
+    assert [tuple(row) for row in rows] == [("a0", False), ("a1", False), ("a2", False)]
+    assert await postgres_store.get_task("t1", OWNER) == manager.tasks["t1"]
+
+
+async def test_postgres_refuses_nul_where_text_cannot_hold_it(postgres_store: PostgresStore) -> None:
+    task = a2a_pb2.Task(id="t\x00", status=status(SUBMITTED, T0))
+    with pytest.raises(ValueError):
+        await postgres_store.apply(TaskWrite(task.id, 1, owner=OWNER, task=task))
+    assert await postgres_store.get_task("t\x00", OWNER) is None
+    assert (await postgres_store.list_tasks(query(context_id="c\x00"))).total_size == 0
+    with pytest.raises(InvalidPageTokenError):
+        await postgres_store.list_tasks(query(page_token=b64('["t1",0,"a\\u0000"]')))

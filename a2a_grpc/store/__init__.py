@@ -1,4 +1,4 @@
-"""Task stores: the interface, the in-memory and SQLite stores, and `open_store` to pick one by URL."""
+"""Task stores: the interface, the in-memory, SQLite and PostgreSQL stores, and `open_store` to pick one by URL."""
 
 from __future__ import annotations
 
@@ -14,11 +14,13 @@ from a2a_grpc.store.base import (
     VersionConflictError,
 )
 from a2a_grpc.store.memory import MemoryStore
+from a2a_grpc.store.postgres import PostgresStore
 from a2a_grpc.store.sqlite import SqliteStore
 
 __all__ = [
     "InvalidPageTokenError",
     "MemoryStore",
+    "PostgresStore",
     "SqliteStore",
     "StorageFullError",
     "StoreError",
@@ -31,8 +33,11 @@ __all__ = [
     "page_token_after",
 ]
 
-_ACCEPTED = "'memory', 'memory://', 'sqlite:///relative/path' or 'sqlite:////absolute/path'"
+_ACCEPTED = (
+    "'memory', 'memory://', 'sqlite:///relative/path', 'sqlite:////absolute/path' or 'postgresql://USER@HOST:PORT/DB'"
+)
 _SQLITE_PREFIX = "sqlite:///"
+_POSTGRES_PREFIXES = ("postgresql://", "postgres://")
 
 
 def open_store(url: str) -> TaskStore:
@@ -44,4 +49,6 @@ def open_store(url: str) -> TaskStore:
         if not path:
             raise ValueError(f"store URL {url!r} names no file; accepted forms: {_ACCEPTED}")
         return SqliteStore(path)
+    if url.startswith(_POSTGRES_PREFIXES):
+        return PostgresStore(url)
     raise ValueError(f"unsupported store URL {url!r}; accepted forms: {_ACCEPTED}")
