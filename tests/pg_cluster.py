@@ -135,7 +135,8 @@ class PgCluster:
                     "install Debian's postgresql package"
                 ) from None
         atexit.register(self.stop)
-        self.root = Path(tempfile.mkdtemp(prefix="a2a-pg-"))
+        # under /tmp, not $TMPDIR: the postgres user must reach it, and its socket path must stay short
+        self.root = Path(tempfile.mkdtemp(prefix="a2a-pg-", dir="/tmp"))
         self.data.mkdir(mode=0o700)
         self.data.chmod(0o700)
         if self._owner is not None:

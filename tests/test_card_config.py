@@ -105,17 +105,19 @@ def test_a_bad_agent_is_refused_naming_it(tmp_path: Path, agent: str, fragments:
 @pytest.mark.parametrize(
     ("args", "fragments"),
     [
-        (["--store", "mysql://db/a2a"], ("unsupported store URL 'mysql://db/a2a'", "sqlite:///")),
+        (["--store", "mysql://bob:s3cret@db/a2a"], ("unsupported store URL scheme 'mysql'", "sqlite:///")),
         (["--store", "postgresql://postgres@127.0.0.1:1/a2a"], ("cannot open the task store",)),
+        (["--store", "postgresql://app:se/cr3tPW@127.0.0.1:1/a2a"], ("not a valid PostgreSQL URL",)),
         (["--http-listen", "no-port"], ("HOST:PORT", "'no-port'")),
         (["--auth-token", "no-principal"], ("TOKEN=PRINCIPAL",)),
     ],
-    ids=["store", "unreachable-postgres", "http-listen", "auth-token"],
+    ids=["store", "unreachable-postgres", "postgres-url-with-a-slash-in-the-password", "http-listen", "auth-token"],
 )
 def test_other_bad_settings_are_refused(tmp_path: Path, args: list[str], fragments: tuple[str, ...]) -> None:
     done = run_serve(["--listen", f"127.0.0.1:{free_port()}", "--store", "memory", *args], cwd=tmp_path)
     assert done.returncode != 0
     assert "Traceback" not in done.stderr, done.stderr
+    assert "s3cret" not in done.stderr and "cr3tPW" not in done.stderr  # passwords in store URLs
     for fragment in fragments:
         assert fragment in done.stderr, (fragment, done.stderr)
 

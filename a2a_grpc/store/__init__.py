@@ -51,4 +51,5 @@ def open_store(url: str) -> TaskStore:
         return SqliteStore(path)
     if url.startswith(_POSTGRES_PREFIXES):
         return PostgresStore(url)
-    raise ValueError(f"unsupported store URL {url!r}; accepted forms: {_ACCEPTED}")
+    scheme = url.partition(":")[0][:32]  # the rest may hold a password
+    raise ValueError(f"unsupported store URL scheme {scheme!r}; accepted forms: {_ACCEPTED}")

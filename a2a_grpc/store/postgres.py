@@ -49,6 +49,10 @@ if TYPE_CHECKING:
 SCHEMA_VERSION: Final = 1
 # The key of the advisory lock that makes one replica at a time create or migrate the schema.
 SCHEMA_LOCK_KEY: Final = 0x613261_67727063
+# A statement, a lock wait or an idle transaction that takes longer fails (StoreError) instead of holding
+# every write queued behind it: a stuck replica or a half-open connection must not freeze the store.
+STATEMENT_SECONDS: Final = 30.0
+_SESSION_SETTINGS: Final = {"lock_timeout": "30s", "idle_in_transaction_session_timeout": "60s"}
 
 _SCHEMA: Final = """
 CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL);
@@ -186,8 +190,19 @@ class PostgresStore:
         if self._open is not None:
             return
         asyncpg = _import_asyncpg()
-        with _translated("cannot open the task store"):
-            pool = await asyncpg.create_pool(self.url, min_size=1, max_size=self.pool_size)
+        try:
+            with _translated("cannot open the task store"):
+                pool = await asyncpg.create_pool(
+                    self.url,
+                    min_size=1,
+                    max_size=self.pool_size,
+                    command_timeout=STATEMENT_SECONDS,
+                    server_settings=_SESSION_SETTINGS,
+                )
+        except (ValueError, TypeError, OverflowError):  # the message may quote a piece of the password
+            raise StoreError(
+                "cannot open the task store: not a valid PostgreSQL URL (percent-encode special characters)"
+            ) from None
         try:
             with _translated("cannot open the task store"):
                 async with pool.acquire() as conn:
@@ -205,9 +220,11 @@ class PostgresStore:
         if opened is None:
             return
         opened.queue.put_nowait(None)  # queued after every pending write, which all commit first
-        if opened.worker is not None:
-            await opened.worker
-        await opened.pool.close()
+        try:
+            if opened.worker is not None:
+                await asyncio.shield(opened.worker)  # a caller giving up must not strand queued writes
+        finally:
+            await opened.pool.close()
 
     def apply(self, write: TaskWrite) -> asyncio.Future[None]:
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -417,6 +434,8 @@ def _row_count(command_status: str) -> int:
 
 
 def _prepare(write: TaskWrite) -> _Write:
+    if _has_nul(write.task_id):
+        raise ValueError("a task id must not contain NUL")
     if write.version == 1:
         return _prepare_create(write)
     status = None if write.status is None else _prepare_status(write.status)
