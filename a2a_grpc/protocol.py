@@ -14,6 +14,17 @@ AUTHORIZATION_HEADER = "authorization"
 
 AGENT_CARD_PATH = "/.well-known/agent-card.json"
 
+TERMINAL_STATES = frozenset(
+    {
+        a2a_pb2.TASK_STATE_COMPLETED,
+        a2a_pb2.TASK_STATE_FAILED,
+        a2a_pb2.TASK_STATE_CANCELED,
+        a2a_pb2.TASK_STATE_REJECTED,
+    }
+)
+INTERRUPTED_STATES = frozenset({a2a_pb2.TASK_STATE_INPUT_REQUIRED, a2a_pb2.TASK_STATE_AUTH_REQUIRED})
+RUNNING_STATES = frozenset({a2a_pb2.TASK_STATE_SUBMITTED, a2a_pb2.TASK_STATE_WORKING})  # an agent works on it
+
 
 def is_a2a_method(method: str) -> bool:
     """Whether a full method path (`/package.Service/Method`) names an A2AService RPC."""

@@ -16,6 +16,7 @@ from typing import TypeVar
 
 from a2a_grpc import compaction
 from a2a_grpc.generated import a2a_pb2
+from a2a_grpc.protocol import RUNNING_STATES
 from a2a_grpc.store._codec import (
     decode_config_cursor,
     decode_task_cursor,
@@ -39,8 +40,6 @@ def _failed(error: Exception) -> asyncio.Future[None]:
 
 
 _Stored = TypeVar("_Stored", a2a_pb2.Task, a2a_pb2.Artifact, a2a_pb2.TaskPushNotificationConfig)
-
-_RUNNING_STATES = (a2a_pb2.TASK_STATE_SUBMITTED, a2a_pb2.TASK_STATE_WORKING)
 
 
 @dataclass(slots=True)
@@ -109,7 +108,7 @@ class MemoryStore:
         return _copy(entry.task), entry.version
 
     async def running_tasks(self) -> list[tuple[str, str]]:
-        return [(task_id, e.owner) for task_id, e in self._tasks.items() if e.state in _RUNNING_STATES]
+        return [(task_id, e.owner) for task_id, e in self._tasks.items() if e.state in RUNNING_STATES]
 
     async def list_tasks(self, query: TaskQuery) -> TaskPage:
         cursor = decode_task_cursor(query.page_token) if query.page_token else None

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
 from a2a_grpc.artifacts import apply_artifact_chunk
 from a2a_grpc.generated import a2a_pb2
+from a2a_grpc.protocol import RUNNING_STATES, TERMINAL_STATES
 from a2a_grpc.store._codec import (
     decode_config_cursor,
     decode_task_cursor,
@@ -143,10 +144,6 @@ _LIST_CONFIGS: Final = (
 _DELETE_CONFIG: Final = "DELETE FROM push_configs WHERE task_id = $1 AND config_id = $2 AND owner = $3"
 
 _DISK_FULL: Final = "53100"  # SQLSTATE disk_full: also "could not extend file" on a full disk
-_FINAL_STATES: Final = frozenset(
-    {a2a_pb2.TASK_STATE_COMPLETED, a2a_pb2.TASK_STATE_FAILED, a2a_pb2.TASK_STATE_CANCELED, a2a_pb2.TASK_STATE_REJECTED}
-)
-_RUNNING_STATES: Final = [a2a_pb2.TASK_STATE_SUBMITTED, a2a_pb2.TASK_STATE_WORKING]
 
 
 @dataclass(slots=True)
@@ -255,7 +252,7 @@ class PostgresStore:
     async def running_tasks(self) -> list[tuple[str, str]]:
         pool = self._pool()
         with _translated():
-            rows = await pool.fetch(_RUNNING_TASKS, _RUNNING_STATES)
+            rows = await pool.fetch(_RUNNING_TASKS, sorted(RUNNING_STATES))
         return [(str(row["id"]), str(row["owner"])) for row in rows]
 
     async def list_tasks(self, query: TaskQuery) -> TaskPage:
@@ -486,7 +483,7 @@ async def _apply_write(conn: asyncpg.Connection, write: _Write) -> None:
         await conn.execute(_APPEND_HISTORY, write.task_id, write.history)
     if write.chunk_ids:
         await conn.execute(_APPEND_CHUNKS, write.task_id, write.chunk_ids, write.chunk_appends, write.chunk_blobs)
-    if write.version > 1 and write.status is not None and write.status[0] in _FINAL_STATES:
+    if write.version > 1 and write.status is not None and write.status[0] in TERMINAL_STATES:
         await _compact_artifacts(conn, write.task_id)
 
 

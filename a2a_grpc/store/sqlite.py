@@ -29,6 +29,7 @@ from typing import Any, Concatenate, Final, ParamSpec, TypeAlias, TypeVar
 
 from a2a_grpc.artifacts import apply_artifact_chunk
 from a2a_grpc.generated import a2a_pb2
+from a2a_grpc.protocol import RUNNING_STATES, TERMINAL_STATES
 from a2a_grpc.store._codec import (
     decode_config_cursor,
     decode_task_cursor,
@@ -92,9 +93,6 @@ _INSERT_HISTORY: Final = "INSERT INTO history (task_id, seq, message) VALUES (?,
 _INSERT_CHUNK: Final = "INSERT INTO artifacts (task_id, seq, artifact_id, append, chunk) VALUES (?, ?, ?, ?, ?)"
 _SELECT_CHUNKS: Final = "SELECT artifact_id, append, chunk FROM artifacts WHERE task_id = ? ORDER BY seq"
 _TASK_COLUMNS: Final = "id, owner, context_id, status, metadata, status_ts_us"
-_FINAL_STATES: Final = frozenset(
-    {a2a_pb2.TASK_STATE_COMPLETED, a2a_pb2.TASK_STATE_FAILED, a2a_pb2.TASK_STATE_CANCELED, a2a_pb2.TASK_STATE_REJECTED}
-)
 
 # The type of google.protobuf.Struct, without importing google.protobuf (it has no type stubs).
 
@@ -442,7 +440,7 @@ def _apply_write(conn: sqlite3.Connection, write: _Write) -> None:
     if write.chunks:
         chunks = [(write.task_id, chunk_seq + i, *chunk) for i, chunk in enumerate(write.chunks)]
         conn.executemany(_INSERT_CHUNK, chunks)
-    if write.version > 1 and write.status is not None and write.status.state in _FINAL_STATES:
+    if write.version > 1 and write.status is not None and write.status.state in TERMINAL_STATES:
         _compact_artifacts(conn, write.task_id)
 
 
@@ -530,7 +528,7 @@ def _load_versioned_task(conn: sqlite3.Connection, task_id: str, owner: str) -> 
 
 
 def _running_tasks(conn: sqlite3.Connection) -> list[tuple[str, str]]:
-    running = (a2a_pb2.TASK_STATE_SUBMITTED, a2a_pb2.TASK_STATE_WORKING)
+    running = tuple(sorted(RUNNING_STATES))
     rows = conn.execute("SELECT id, owner FROM tasks WHERE state IN (?, ?)", running).fetchall()
     return [(str(task_id), str(owner)) for task_id, owner in rows]
 

@@ -1,8 +1,8 @@
 """Tasks: the manager that owns them, and the live state of the ones being worked on or watched."""
 
+from a2a_grpc.protocol import TERMINAL_STATES
 from a2a_grpc.tasks.live import (
     SUBSCRIBER_BUFFER_BYTES,
-    TERMINAL_STATES,
     LiveTask,
     Subscriber,
     SubscriberOverflowError,

@@ -12,21 +12,13 @@ from google.protobuf import timestamp_pb2
 
 from a2a_grpc import compaction
 from a2a_grpc.generated import a2a_pb2
+from a2a_grpc.protocol import INTERRUPTED_STATES, TERMINAL_STATES
 from a2a_grpc.store.base import TaskWrite
 
 if TYPE_CHECKING:
     from a2a_grpc.tasks.run import TaskRun
 
 TaskState = a2a_pb2.TaskState
-TERMINAL_STATES = frozenset(
-    {
-        TaskState.TASK_STATE_COMPLETED,
-        TaskState.TASK_STATE_FAILED,
-        TaskState.TASK_STATE_CANCELED,
-        TaskState.TASK_STATE_REJECTED,
-    }
-)
-INTERRUPTED_STATES = frozenset({TaskState.TASK_STATE_INPUT_REQUIRED, TaskState.TASK_STATE_AUTH_REQUIRED})
 SETTLED_STATES = TERMINAL_STATES | INTERRUPTED_STATES
 
 # How many bytes of undelivered events one subscriber may fall behind before it is dropped.

@@ -25,13 +25,12 @@ from a2a_grpc.errors import (
 )
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.ids import new_id
+from a2a_grpc.protocol import INTERRUPTED_STATES, TERMINAL_STATES
 from a2a_grpc.store import page_token_after
 from a2a_grpc.store.base import InvalidPageTokenError, StorageFullError, TaskPage, TaskQuery, TaskStore, TaskWrite
 from a2a_grpc.tasks.live import (
-    INTERRUPTED_STATES,
     SETTLED_STATES,
     SUBSCRIBER_BUFFER_BYTES,
-    TERMINAL_STATES,
     LiveTask,
     Subscriber,
     TaskState,

@@ -11,7 +11,8 @@ from a2a_grpc.errors import (
     UnsupportedOperationError,
 )
 from a2a_grpc.generated import a2a_pb2
-from a2a_grpc.tasks.live import TERMINAL_STATES, LiveTask
+from a2a_grpc.protocol import TERMINAL_STATES
+from a2a_grpc.tasks.live import LiveTask
 
 
 def check_visible(task_id: str, owner: str, call: CallContext, shown: bool) -> None:
