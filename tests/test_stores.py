@@ -483,7 +483,8 @@ async def test_sqlite_group_commit(sqlite_store: SqliteStore) -> None:
     assert page.total_size == 500
 
 
-async def test_sqlite_failed_write_fails_alone(sqlite_store: SqliteStore) -> None:
+async def apply_a_batch_with_one_conflict(store: TaskStore) -> None:
+    """Four writes handed over in one loop turn, the third out of date: it fails, and it alone."""
     task = a2a_pb2.Task(id="t1", status=status(SUBMITTED, T0))
     writes = [
         TaskWrite("t1", 1, owner=OWNER, task=task),
@@ -491,13 +492,17 @@ async def test_sqlite_failed_write_fails_alone(sqlite_store: SqliteStore) -> Non
         TaskWrite("t1", 2, history=[message("conflict")]),
         TaskWrite("t1", 3, history=[message("also kept")]),
     ]
-    results = await asyncio.gather(*(sqlite_store.apply(w) for w in writes), return_exceptions=True)
+    results = await asyncio.gather(*(store.apply(w) for w in writes), return_exceptions=True)
     assert results[:2] == [None, None]
     assert isinstance(results[2], VersionConflictError)
     assert results[3] is None
-    stored = await sqlite_store.get_task("t1", OWNER)
+    stored = await store.get_task("t1", OWNER)
     assert stored is not None
     assert [m.parts[0].text for m in stored.history] == ["kept", "also kept"]
+
+
+async def test_sqlite_failed_write_fails_alone(sqlite_store: SqliteStore) -> None:
+    await apply_a_batch_with_one_conflict(sqlite_store)
 
 
 async def test_sqlite_serializes_at_apply_time(sqlite_store: SqliteStore) -> None:
@@ -698,22 +703,9 @@ async def postgres_store(postgres_url: str) -> AsyncIterator[PostgresStore]:
 
 
 async def test_postgres_group_commit_and_a_failed_write_fails_alone(postgres_store: PostgresStore) -> None:
-    task = a2a_pb2.Task(id="t1", status=status(SUBMITTED, T0))
-    writes = [
-        TaskWrite("t1", 1, owner=OWNER, task=task),
-        TaskWrite("t1", 2, history=[message("kept")]),
-        TaskWrite("t1", 2, history=[message("conflict")]),
-        TaskWrite("t1", 3, history=[message("also kept")]),
-    ]
     before = postgres_store.commit_count
-    results = await asyncio.gather(*(postgres_store.apply(w) for w in writes), return_exceptions=True)
+    await apply_a_batch_with_one_conflict(postgres_store)
     assert postgres_store.commit_count - before == 1
-    assert results[:2] == [None, None]
-    assert isinstance(results[2], VersionConflictError)
-    assert results[3] is None
-    stored = await postgres_store.get_task("t1", OWNER)
-    assert stored is not None
-    assert [m.parts[0].text for m in stored.history] == ["kept", "also kept"]
 
 
 async def test_postgres_keeps_one_chunk_row_per_artifact_of_a_finished_task(postgres_store: PostgresStore) -> None:
