@@ -53,6 +53,7 @@ from a2a_grpc.errors import (
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server import A2AServer, ServerSettings
 from a2a_grpc.store import MemoryStore
+from a2a_grpc.store.base import LoadedTask
 
 TaskState = a2a_pb2.TaskState
 NOT_FOUND = grpc.StatusCode.NOT_FOUND
@@ -233,7 +234,7 @@ class ExplodingStore(MemoryStore):
             raise RuntimeError(SECRET)
         return await super().get_task(task_id, owner)
 
-    async def load_task(self, task_id: str, owner: str) -> tuple[a2a_pb2.Task, int] | None:
+    async def load_task(self, task_id: str, owner: str) -> LoadedTask | None:
         if task_id == "explode":
             raise RuntimeError(SECRET)
         return await super().load_task(task_id, owner)

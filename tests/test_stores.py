@@ -223,7 +223,7 @@ async def test_version_conflict(store: TaskStore) -> None:
         await store.apply(TaskWrite("nope", 2))
     await manager.update("t1", state=WORKING, ts_us=T0 + 1)
     assert await store.get_task("t1", OWNER) == manager.tasks["t1"]
-    assert await store.load_task("t1", OWNER) == (manager.tasks["t1"], 2)
+    assert await store.load_task("t1", OWNER) == (manager.tasks["t1"], 2, 0)
     assert await store.load_task("t1", "someone else") is None
     assert await store.load_task("nope", OWNER) is None
 
@@ -470,7 +470,7 @@ async def test_sqlite_survives_reopen(tmp_path: Path) -> None:
 async def test_sqlite_settings(sqlite_store: SqliteStore) -> None:
     with sqlite3.connect(sqlite_store.path) as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(1,)]
+        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(2,)]
 
 
 async def test_sqlite_group_commit(sqlite_store: SqliteStore) -> None:
@@ -637,7 +637,7 @@ async def test_sqlite_acknowledged_writes_survive_kill(tmp_path: Path) -> None:
         for task_id, version in acked.items():
             loaded = await reopened.load_task(task_id, "o")
             assert loaded is not None, task_id
-            task, stored = loaded
+            task, stored, _ = loaded
             assert version <= stored <= version + 1, task_id  # at most one unacknowledged write
             assert [m.parts[0].text for m in task.history] == [f"v{v}" for v in range(1, stored + 1)]
     finally:
@@ -689,7 +689,7 @@ async def test_postgres_replicas_share_one_database(postgres_url: str) -> None:
         assert (loaded[0].status.state, loaded[1]) == (WORKING, 2)
         assert await second.running_tasks() == [("t1", OWNER)]
         pool = first._pool()
-        assert await pool.fetch("SELECT version FROM schema_version") == [(1,)]
+        assert await pool.fetch("SELECT version FROM schema_version") == [(2,)]
     finally:
         await asyncio.gather(first.close(), second.close())
 

@@ -40,8 +40,8 @@ _SQLITE_PREFIX = "sqlite:///"
 _POSTGRES_PREFIXES = ("postgresql://", "postgres://")
 
 
-def open_store(url: str) -> TaskStore:
-    """The store named by `url`, not yet opened (await its `open()`)."""
+def open_store(url: str, pool_size: int = 10) -> TaskStore:
+    """The store named by `url`, not yet opened (await its `open()`); `pool_size` connections for PostgreSQL."""
     if url in ("memory", "memory://"):
         return MemoryStore()
     if url.startswith(_SQLITE_PREFIX):
@@ -50,6 +50,6 @@ def open_store(url: str) -> TaskStore:
             raise ValueError(f"store URL {url!r} names no file; accepted forms: {_ACCEPTED}")
         return SqliteStore(path)
     if url.startswith(_POSTGRES_PREFIXES):
-        return PostgresStore(url)
+        return PostgresStore(url, pool_size)
     scheme = url.partition(":")[0][:32]  # the rest may hold a password
     raise ValueError(f"unsupported store URL scheme {scheme!r}; accepted forms: {_ACCEPTED}")

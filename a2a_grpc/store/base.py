@@ -4,13 +4,18 @@ The task manager owns task state and is the only writer. It describes every chan
 `TaskWrite` (a delta, never a whole-task rewrite except at creation) carrying the task's new version,
 so a store can refuse out-of-order or concurrent writes (`VersionConflictError`). A write counts as
 acknowledged once the awaitable returned by `apply` has resolved: after that it survives a crash.
+
+Every change a stream shows (a status update, an artifact chunk) is also an entry of the task's event
+log, numbered 1, 2, 3... per task and written with the change: streams, resumed streams and other
+replicas read the log, so it is the source of truth for what a subscriber sees.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from a2a_grpc.generated import a2a_pb2
 
@@ -27,8 +32,29 @@ class VersionConflictError(StoreError):
     """A write's version does not follow the stored version of the task."""
 
 
+class EventsPrunedError(StoreError):
+    """A read of a task's event log from a point the store no longer keeps (it bounds the log)."""
+
+
 class InvalidPageTokenError(ValueError):
     """A page token that this store did not issue."""
+
+
+@dataclass(frozen=True, slots=True)
+class TaskEvent:
+    """One entry of a task's event log."""
+
+    seq: int  # 1, 2, 3... per task, in the order the changes were made
+    state: int  # the TaskState a status update sets; 0 for an artifact update
+    body: bytes  # the event as an encoded StreamResponse (status_update or artifact_update)
+
+
+class LoadedTask(NamedTuple):
+    """A task with the version of its last applied write and the number of its last event, read together."""
+
+    task: a2a_pb2.Task
+    version: int
+    seq: int  # 0 while the task has no event
 
 
 @dataclass(slots=True)
@@ -37,7 +63,8 @@ class TaskWrite:
 
     `version` is the task's version after the change: 1 creates the task from `task` (the whole task,
     serialized when the store takes the write); every later write must carry the stored version + 1
-    and may carry several changes: the last status, the history messages and artifact chunks in order.
+    and may carry several changes: the last status, the history messages and artifact chunks in order,
+    and the events that describe them (numbered on from the task's last stored event).
     """
 
     task_id: str
@@ -47,6 +74,7 @@ class TaskWrite:
     status: a2a_pb2.TaskStatus | None = None
     history: list[a2a_pb2.Message] = field(default_factory=list)
     artifacts: list[tuple[a2a_pb2.Artifact, bool]] = field(default_factory=list)  # (chunk, append)
+    events: list[TaskEvent] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -70,7 +98,13 @@ class TaskPage:
 
 
 class TaskStore(Protocol):
-    """Where tasks and push-notification configs live. Every method is safe to call from the event loop."""
+    """Where tasks and push-notification configs live. Every method is safe to call from the event loop.
+
+    `shared` is True for a store that several server processes may use at once (it then also implements
+    `SharedStore`); such a store's tasks may change under this process at any time.
+    """
+
+    shared: bool
 
     async def open(self) -> None: ...
 
@@ -88,9 +122,15 @@ class TaskStore(Protocol):
         """The task, or None when it does not exist or belongs to another owner."""
         ...
 
-    async def load_task(self, task_id: str, owner: str) -> tuple[a2a_pb2.Task, int] | None:
-        """The task and the version of its last applied write, read together (a write that lands between
+    async def load_task(self, task_id: str, owner: str) -> LoadedTask | None:
+        """The task with its version and last event number, read together (a write that lands between
         two separate reads would pair old content with a newer version); None as for `get_task`."""
+        ...
+
+    async def read_events(self, task_id: str, after: int, limit: int) -> list[TaskEvent]:
+        """Up to `limit` events of the task numbered above `after`, in order (the caller checked the owner).
+
+        EventsPrunedError when a store that bounds the log no longer holds event `after + 1`."""
         ...
 
     async def running_tasks(self) -> list[tuple[str, str]]:
@@ -117,4 +157,50 @@ class TaskStore(Protocol):
 
     async def delete_push_config(self, owner: str, task_id: str, config_id: str) -> bool:
         """True when a config was deleted."""
+        ...
+
+
+class SharedStore(TaskStore, Protocol):
+    """What replicas sharing one store coordinate through.
+
+    The replica whose write leaves a task SUBMITTED or WORKING becomes its runner; a write that settles the
+    task clears that. Each replica keeps a heartbeat row alive; a running task whose runner's heartbeat is
+    older than the lease has lost its agent. Replicas learn of new events and cancel requests from
+    notifications while `listening` is True, and must poll (`event_heads`, `take_cancel_requests`) while
+    it is False.
+    """
+
+    replica_id: str
+
+    @property
+    def listening(self) -> bool: ...
+
+    def listen(self, on_event: Callable[[str, int], None], on_cancel: Callable[[], None]) -> None:
+        """Start receiving notifications (reconnecting on its own when the connection drops): `on_event(task_id,
+        seq)` when a write of another replica stored events up to `seq`, `on_cancel()` when a cancel of a task
+        this replica runs was requested (`take_cancel_requests` has it). Both are called on the event loop."""
+        ...
+
+    async def heartbeat(self) -> None:
+        """Renew this replica's lease on the tasks it runs."""
+        ...
+
+    async def expired_runs(self, lease_seconds: float) -> list[tuple[str, str]]:
+        """(task id, owner) of running tasks whose runner's heartbeat is older than `lease_seconds`."""
+        ...
+
+    async def event_heads(self, task_ids: Sequence[str]) -> dict[str, int]:
+        """The number of the last event of each of these tasks that exist."""
+        ...
+
+    async def request_cancel(self, task_id: str) -> None:
+        """Ask the task's runner, wherever it is, to cancel it (a request row and a notification)."""
+        ...
+
+    async def take_cancel_requests(self) -> list[str]:
+        """Remove and return the pending cancel requests of tasks this replica runs."""
+        ...
+
+    async def release(self) -> None:
+        """At a graceful shutdown, after this replica's tasks were settled: drop its heartbeat row."""
         ...

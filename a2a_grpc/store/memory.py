@@ -11,7 +11,8 @@ outweigh it is rebuilt (`a2a_grpc.compaction`).
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+import bisect
+from dataclasses import dataclass, field
 from typing import TypeVar
 
 from a2a_grpc import compaction
@@ -24,7 +25,15 @@ from a2a_grpc.store._codec import (
     encode_task_cursor,
     status_ts_us,
 )
-from a2a_grpc.store.base import TaskPage, TaskQuery, TaskWrite, VersionConflictError
+from a2a_grpc.store.base import (
+    EventsPrunedError,
+    LoadedTask,
+    TaskEvent,
+    TaskPage,
+    TaskQuery,
+    TaskWrite,
+    VersionConflictError,
+)
 
 
 def _done() -> asyncio.Future[None]:
@@ -39,6 +48,10 @@ def _failed(error: Exception) -> asyncio.Future[None]:
     return future
 
 
+# Each task's event log is bounded to this many bytes of events: memory grows with a task's size, not
+# with how often its parts were replaced. A stream that falls further behind restarts from the task.
+MAX_LOG_BYTES = 16 * 1024 * 1024
+
 _Stored = TypeVar("_Stored", a2a_pb2.Task, a2a_pb2.Artifact, a2a_pb2.TaskPushNotificationConfig)
 
 
@@ -52,13 +65,24 @@ class _Entry:
     ts_us: int
     replaced: int = 0
     rebuild_after: int = compaction.REBUILD_FLOOR
+    events: list[TaskEvent] = field(default_factory=list)  # TaskEvents are immutable: kept as written
+    log_bytes: int = 0
 
     def sort_key(self) -> tuple[int, str]:
         return self.ts_us, self.task.id
 
+    @property
+    def seq(self) -> int:
+        return self.events[-1].seq if self.events else 0
+
 
 class MemoryStore:
-    def __init__(self) -> None:
+    """`max_log_bytes` bounds each task's event log: the oldest events are dropped beyond it."""
+
+    shared = False
+
+    def __init__(self, max_log_bytes: int = MAX_LOG_BYTES) -> None:
+        self.max_log_bytes = max_log_bytes
         self._tasks: dict[str, _Entry] = {}
         self._by_owner: dict[str, dict[str, _Entry]] = {}
         self._configs: dict[tuple[str, str], tuple[str, a2a_pb2.TaskPushNotificationConfig]] = {}
@@ -83,6 +107,7 @@ class MemoryStore:
         entry.task.history.extend(write.history)
         for chunk, append in write.artifacts:
             compaction.apply_artifact(entry, chunk, append)
+        self._log(entry, write.events)
         return _done()
 
     def _create(self, write: TaskWrite) -> asyncio.Future[None]:
@@ -91,9 +116,21 @@ class MemoryStore:
             return _failed(ValueError(f"create write for task {write.task_id!r} has no task"))
         status = task.status
         entry = _Entry(_copy(task), write.owner, task.context_id, 1, status.state, status_ts_us(status))
+        self._log(entry, write.events)
         self._tasks[write.task_id] = entry
         self._by_owner.setdefault(write.owner, {})[write.task_id] = entry
         return _done()
+
+    def _log(self, entry: _Entry, events: list[TaskEvent]) -> None:
+        """Append to the task's log; past its bound, drop the oldest events down to half of it."""
+        entry.events.extend(events)
+        entry.log_bytes += sum(len(event.body) for event in events)
+        if entry.log_bytes > self.max_log_bytes:
+            drop = 0  # the last event always stays: it numbers the log
+            while drop < len(entry.events) - 1 and entry.log_bytes > self.max_log_bytes // 2:
+                entry.log_bytes -= len(entry.events[drop].body)
+                drop += 1
+            del entry.events[:drop]
 
     async def get_task(self, task_id: str, owner: str) -> a2a_pb2.Task | None:
         entry = self._tasks.get(task_id)
@@ -101,11 +138,21 @@ class MemoryStore:
             return None
         return _copy(entry.task)
 
-    async def load_task(self, task_id: str, owner: str) -> tuple[a2a_pb2.Task, int] | None:
+    async def load_task(self, task_id: str, owner: str) -> LoadedTask | None:
         entry = self._tasks.get(task_id)
         if entry is None or entry.owner != owner:
             return None
-        return _copy(entry.task), entry.version
+        return LoadedTask(_copy(entry.task), entry.version, entry.seq)
+
+    async def read_events(self, task_id: str, after: int, limit: int) -> list[TaskEvent]:
+        entry = self._tasks.get(task_id)
+        if entry is None:
+            return []
+        events = entry.events
+        if events and after + 1 < events[0].seq:
+            raise EventsPrunedError(f"task {task_id!r} keeps events from {events[0].seq} on, not {after + 1}")
+        start = bisect.bisect_right(events, after, key=_event_seq)
+        return events[start : start + limit]
 
     async def running_tasks(self) -> list[tuple[str, str]]:
         return [(task_id, e.owner) for task_id, e in self._tasks.items() if e.state in RUNNING_STATES]
@@ -157,6 +204,10 @@ class MemoryStore:
 def _conflict(write: TaskWrite, entry: _Entry | None) -> VersionConflictError:
     stored = "absent" if entry is None else f"at version {entry.version}"
     return VersionConflictError(f"task {write.task_id!r} is {stored}; write carries version {write.version}")
+
+
+def _event_seq(event: TaskEvent) -> int:
+    return event.seq
 
 
 def _matches(entry: _Entry, query: TaskQuery) -> bool:

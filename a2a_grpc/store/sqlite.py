@@ -38,59 +38,29 @@ from a2a_grpc.store._codec import (
     now_us,
     status_ts_us,
 )
-from a2a_grpc.store.base import StorageFullError, StoreError, TaskPage, TaskQuery, TaskWrite, VersionConflictError
+from a2a_grpc.store.base import (
+    LoadedTask,
+    StorageFullError,
+    StoreError,
+    TaskEvent,
+    TaskPage,
+    TaskQuery,
+    TaskWrite,
+    VersionConflictError,
+)
+from a2a_grpc.store.sqlite_schema import create_schema
 
 P = ParamSpec("P")
 T = TypeVar("T")
 
-SCHEMA_VERSION: Final = 1
-
-_SCHEMA: Final = (
-    "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)",
-    """CREATE TABLE IF NOT EXISTS tasks (
-        id TEXT PRIMARY KEY,
-        owner TEXT NOT NULL,
-        context_id TEXT NOT NULL,
-        state INTEGER NOT NULL,
-        status_ts_us INTEGER NOT NULL,
-        version INTEGER NOT NULL,
-        status BLOB NOT NULL,
-        metadata BLOB,
-        created_us INTEGER NOT NULL
-    )""",
-    "CREATE INDEX IF NOT EXISTS tasks_by_owner ON tasks (owner, status_ts_us DESC, id DESC)",
-    "CREATE INDEX IF NOT EXISTS tasks_by_context ON tasks (owner, context_id, status_ts_us DESC, id DESC)",
-    # No index on state: every status change would move an entry in it, and a state filter is served
-    # well enough by scanning the owner's tasks in tasks_by_owner order.
-    """CREATE TABLE IF NOT EXISTS history (
-        task_id TEXT NOT NULL REFERENCES tasks (id),
-        seq INTEGER NOT NULL,
-        message BLOB NOT NULL,
-        PRIMARY KEY (task_id, seq)
-    ) WITHOUT ROWID""",
-    """CREATE TABLE IF NOT EXISTS artifacts (
-        task_id TEXT NOT NULL REFERENCES tasks (id),
-        seq INTEGER NOT NULL,
-        artifact_id TEXT NOT NULL,
-        append INTEGER NOT NULL,
-        chunk BLOB NOT NULL,
-        PRIMARY KEY (task_id, seq)
-    ) WITHOUT ROWID""",
-    """CREATE TABLE IF NOT EXISTS push_configs (
-        task_id TEXT NOT NULL,
-        config_id TEXT NOT NULL,
-        owner TEXT NOT NULL,
-        blob BLOB NOT NULL,
-        PRIMARY KEY (task_id, config_id)
-    ) WITHOUT ROWID""",
-)
-
 _INSERT_TASK: Final = (
-    "INSERT INTO tasks (id, owner, context_id, state, status_ts_us, version, status, metadata, created_us)"
-    " VALUES (?, ?, ?, ?, ?, 1, ?, ?, ?) ON CONFLICT (id) DO NOTHING"
+    "INSERT INTO tasks (id, owner, context_id, state, status_ts_us, version, status, metadata, created_us, seq)"
+    " VALUES (?, ?, ?, ?, ?, 1, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING"
 )
 _INSERT_HISTORY: Final = "INSERT INTO history (task_id, seq, message) VALUES (?, ?, ?)"
 _INSERT_CHUNK: Final = "INSERT INTO artifacts (task_id, seq, artifact_id, append, chunk) VALUES (?, ?, ?, ?, ?)"
+_INSERT_EVENT: Final = "INSERT INTO task_events (task_id, seq, state, body) VALUES (?, ?, ?, ?)"
+_SELECT_EVENTS: Final = "SELECT seq, state, body FROM task_events WHERE task_id = ? AND seq > ? ORDER BY seq LIMIT ?"
 _SELECT_CHUNKS: Final = "SELECT artifact_id, append, chunk FROM artifacts WHERE task_id = ? ORDER BY seq"
 _TASK_COLUMNS: Final = "id, owner, context_id, status, metadata, status_ts_us"
 
@@ -119,9 +89,15 @@ class _Write:
     metadata: bytes | None  # the task's metadata, on a create
     history: list[bytes]
     chunks: list[tuple[str, bool, bytes]]  # (artifact_id, append, serialized Artifact)
+    events: list[tuple[str, int, int, bytes]]  # task_events rows
     owner: str = ""
     context_id: str = ""
     created_us: int = 0
+
+    @property
+    def seq(self) -> int:
+        """The number of the write's last event; 0 when it has none."""
+        return self.events[-1][1] if self.events else 0
 
 
 @dataclass(slots=True)
@@ -137,13 +113,15 @@ class _Threads:
 
 
 class SqliteStore:
+    shared = False
+
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
         self.commit_count = 0  # transactions committed by the writer thread: one per batch of writes
         self._threads: _Threads | None = None
 
     async def open(self) -> None:
-        """Create the file, its directory and the schema when missing; start the threads."""
+        """Create the file, its directory and the schema when missing (or migrate an older file); start the threads."""
         if self._threads is not None:
             return
         loop = asyncio.get_running_loop()
@@ -178,9 +156,12 @@ class SqliteStore:
     async def get_task(self, task_id: str, owner: str) -> a2a_pb2.Task | None:
         return await self._read(_get_task, task_id, owner)
 
-    async def load_task(self, task_id: str, owner: str) -> tuple[a2a_pb2.Task, int] | None:
+    async def load_task(self, task_id: str, owner: str) -> LoadedTask | None:
         """The version is that of the last committed write; writes still queued are not counted."""
         return await self._read(_load_versioned_task, task_id, owner)
+
+    async def read_events(self, task_id: str, after: int, limit: int) -> list[TaskEvent]:
+        return await self._read(_read_events, task_id, after, limit)
 
     async def running_tasks(self) -> list[tuple[str, str]]:
         return await self._read(_running_tasks)
@@ -343,7 +324,7 @@ def _as_store_error(exc: BaseException, prefix: str = "sqlite") -> BaseException
     return exc
 
 
-# -- connections and schema (writer and reader threads) -------------------------------------------
+# -- connections (writer and reader threads); the schema is in sqlite_schema ----------------------
 
 
 def _connect_writer(path: Path) -> sqlite3.Connection:
@@ -356,27 +337,11 @@ def _connect_writer(path: Path) -> sqlite3.Connection:
         conn.execute("PRAGMA synchronous = NORMAL")
         conn.execute("PRAGMA foreign_keys = ON")
         conn.execute("PRAGMA busy_timeout = 5000")
-        _create_schema(conn)
+        create_schema(conn)
     except BaseException:
         conn.close()
         raise
     return conn
-
-
-def _create_schema(conn: sqlite3.Connection) -> None:
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        for statement in _SCHEMA:
-            conn.execute(statement)
-        row = conn.execute("SELECT MAX(version) FROM schema_version").fetchone()
-        if row[0] is None:
-            conn.execute("INSERT INTO schema_version (version) VALUES (?)", (SCHEMA_VERSION,))
-        elif row[0] > SCHEMA_VERSION:
-            raise StoreError(f"database schema version {row[0]} is newer than this server ({SCHEMA_VERSION})")
-        conn.execute("COMMIT")
-    except BaseException:
-        _rollback(conn)
-        raise
 
 
 def _connect_reader(path: Path) -> sqlite3.Connection:
@@ -395,7 +360,7 @@ def _prepare(write: TaskWrite) -> _Write:
     status = None if write.status is None else _prepare_status(write.status)
     history = [message.SerializeToString() for message in write.history]
     chunks = [_chunk(artifact, append) for artifact, append in write.artifacts]
-    return _Write(write.task_id, write.version, status, None, history, chunks)
+    return _Write(write.task_id, write.version, status, None, history, chunks, _event_rows(write))
 
 
 def _prepare_create(write: TaskWrite) -> _Write:
@@ -412,10 +377,15 @@ def _prepare_create(write: TaskWrite) -> _Write:
         metadata,
         history,
         chunks,
+        _event_rows(write),
         owner=write.owner,
         context_id=task.context_id,
         created_us=now_us(),
     )
+
+
+def _event_rows(write: TaskWrite) -> list[tuple[str, int, int, bytes]]:
+    return [(write.task_id, event.seq, event.state, event.body) for event in write.events]
 
 
 def _prepare_status(status: a2a_pb2.TaskStatus) -> _Status:
@@ -440,6 +410,8 @@ def _apply_write(conn: sqlite3.Connection, write: _Write) -> None:
     if write.chunks:
         chunks = [(write.task_id, chunk_seq + i, *chunk) for i, chunk in enumerate(write.chunks)]
         conn.executemany(_INSERT_CHUNK, chunks)
+    if write.events:
+        conn.executemany(_INSERT_EVENT, write.events)
     if write.version > 1 and write.status is not None and write.status.state in TERMINAL_STATES:
         _compact_artifacts(conn, write.task_id)
 
@@ -460,7 +432,7 @@ def _insert_task(conn: sqlite3.Connection, write: _Write) -> None:
     status = write.status
     assert status is not None  # _prepare_create always sets it
     row = (write.task_id, write.owner, write.context_id, status.state, status.ts_us, status.blob)
-    cursor = conn.execute(_INSERT_TASK, (*row, write.metadata, write.created_us))
+    cursor = conn.execute(_INSERT_TASK, (*row, write.metadata, write.created_us, write.seq))
     if cursor.rowcount != 1:
         raise VersionConflictError(f"task {write.task_id!r} already exists; write carries version 1")
 
@@ -471,6 +443,9 @@ def _update_task(conn: sqlite3.Connection, write: _Write) -> None:
     if write.status is not None:
         columns.append("state = ?, status_ts_us = ?, status = ?")
         values += (write.status.state, write.status.ts_us, write.status.blob)
+    if write.events:
+        columns.append("seq = ?")
+        values.append(write.seq)
     sql = f"UPDATE tasks SET {', '.join(columns)} WHERE id = ? AND version = ?"
     if conn.execute(sql, (*values, write.task_id, write.version - 1)).rowcount != 1:
         raise VersionConflictError(
@@ -517,14 +492,19 @@ def _in_snapshot(conn: sqlite3.Connection, read: Callable[[], T]) -> T:
 
 def _get_task(conn: sqlite3.Connection, task_id: str, owner: str) -> a2a_pb2.Task | None:
     loaded = _load_versioned_task(conn, task_id, owner)
-    return None if loaded is None else loaded[0]
+    return None if loaded is None else loaded.task
 
 
-def _load_versioned_task(conn: sqlite3.Connection, task_id: str, owner: str) -> tuple[a2a_pb2.Task, int] | None:
-    row = conn.execute(f"SELECT {_TASK_COLUMNS}, version FROM tasks WHERE id = ?", (task_id,)).fetchone()
+def _load_versioned_task(conn: sqlite3.Connection, task_id: str, owner: str) -> LoadedTask | None:
+    row = conn.execute(f"SELECT {_TASK_COLUMNS}, version, seq FROM tasks WHERE id = ?", (task_id,)).fetchone()
     if row is None or row[1] != owner:
         return None
-    return _load_task(conn, row[:-1], include_artifacts=True), int(row[-1])
+    return LoadedTask(_load_task(conn, row[:-2], include_artifacts=True), int(row[-2]), int(row[-1]))
+
+
+def _read_events(conn: sqlite3.Connection, task_id: str, after: int, limit: int) -> list[TaskEvent]:
+    rows = conn.execute(_SELECT_EVENTS, (task_id, after, limit)).fetchall()
+    return [TaskEvent(seq, state, body) for seq, state, body in rows]
 
 
 def _running_tasks(conn: sqlite3.Connection) -> list[tuple[str, str]]:

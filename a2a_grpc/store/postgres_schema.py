@@ -1,0 +1,104 @@
+"""The PostgreSQL store's schema and notification channels, created or migrated by one replica at a time.
+
+Version 1 holds tasks, their history, artifact chunks and push configs. Version 2 adds each task's event
+log (`task_events`, with the last event's number in `tasks.seq`) and what replicas coordinate through:
+`tasks.runner` (the replica running a SUBMITTED or WORKING task, NULL otherwise), `replicas` (a heartbeat
+per live replica) and `cancel_requests`. Tasks a version 1 server left running have no runner, so they
+count as expired runs.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final
+
+from a2a_grpc.protocol import RUNNING_STATES
+from a2a_grpc.store.base import StoreError
+
+if TYPE_CHECKING:
+    import asyncpg
+
+SCHEMA_VERSION: Final = 2
+# The key of the advisory lock that makes one replica at a time create or migrate the schema.
+SCHEMA_LOCK_KEY: Final = 0x613261_67727063
+# Written inline, not as a parameter, so that the planner matches the partial index `tasks_running`.
+RUNNING_SQL: Final = f"({', '.join(str(int(state)) for state in sorted(RUNNING_STATES))})"
+
+# pg_notify channels. Payloads: "<writer replica id> <task id> <last event seq>" when a write stored
+# events, and "<runner replica id> <task id>" when a cancel of a running task was requested.
+EVENTS_CHANNEL: Final = "a2a_task_events"
+CANCEL_CHANNEL: Final = "a2a_cancel"
+
+_VERSION_TABLE: Final = "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)"
+_SCHEMA_V1: Final = """
+CREATE TABLE IF NOT EXISTS tasks (
+    id TEXT COLLATE "C" PRIMARY KEY,
+    owner TEXT COLLATE "C" NOT NULL,
+    context_id TEXT COLLATE "C" NOT NULL,
+    state INTEGER NOT NULL,
+    status_ts_us BIGINT NOT NULL,
+    version BIGINT NOT NULL,
+    status BYTEA NOT NULL,
+    metadata BYTEA,
+    created_us BIGINT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS tasks_by_owner ON tasks (owner, status_ts_us DESC, id DESC);
+CREATE INDEX IF NOT EXISTS tasks_by_context ON tasks (owner, context_id, status_ts_us DESC, id DESC);
+CREATE TABLE IF NOT EXISTS history (
+    task_id TEXT COLLATE "C" NOT NULL REFERENCES tasks (id),
+    seq INTEGER NOT NULL,
+    blob BYTEA NOT NULL,
+    PRIMARY KEY (task_id, seq)
+);
+CREATE TABLE IF NOT EXISTS artifact_chunks (
+    task_id TEXT COLLATE "C" NOT NULL REFERENCES tasks (id),
+    seq INTEGER NOT NULL,
+    artifact_id TEXT COLLATE "C" NOT NULL,
+    append BOOLEAN NOT NULL,
+    blob BYTEA NOT NULL,
+    PRIMARY KEY (task_id, seq)
+);
+CREATE TABLE IF NOT EXISTS push_configs (
+    task_id TEXT COLLATE "C" NOT NULL,
+    config_id TEXT COLLATE "C" NOT NULL,
+    owner TEXT COLLATE "C" NOT NULL,
+    blob BYTEA NOT NULL,
+    PRIMARY KEY (task_id, config_id)
+);
+"""
+_SCHEMA_V2: Final = f"""
+ALTER TABLE tasks ADD COLUMN IF NOT EXISTS seq BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE tasks ADD COLUMN IF NOT EXISTS runner TEXT COLLATE "C";
+CREATE TABLE IF NOT EXISTS task_events (
+    task_id TEXT COLLATE "C" NOT NULL REFERENCES tasks (id),
+    seq BIGINT NOT NULL,
+    state INTEGER NOT NULL,
+    body BYTEA NOT NULL,
+    PRIMARY KEY (task_id, seq)
+);
+CREATE TABLE IF NOT EXISTS replicas (
+    id TEXT COLLATE "C" PRIMARY KEY,
+    heartbeat_at TIMESTAMPTZ NOT NULL
+);
+CREATE TABLE IF NOT EXISTS cancel_requests (
+    task_id TEXT COLLATE "C" PRIMARY KEY,
+    requested_at TIMESTAMPTZ NOT NULL DEFAULT now()
+);
+CREATE INDEX IF NOT EXISTS tasks_running ON tasks (runner) WHERE state IN {RUNNING_SQL};
+"""
+_LOCK_SCHEMA: Final = "SELECT pg_advisory_xact_lock($1)"
+_SCHEMA_VERSION: Final = "SELECT MAX(version) FROM schema_version"
+_SET_SCHEMA_VERSION: Final = f"DELETE FROM schema_version; INSERT INTO schema_version VALUES ({SCHEMA_VERSION})"
+
+
+async def create_schema(conn: asyncpg.Connection) -> None:
+    """Create the schema, or migrate an older one, holding the advisory lock for the transaction."""
+    async with conn.transaction():
+        await conn.execute(_LOCK_SCHEMA, SCHEMA_LOCK_KEY)
+        await conn.execute(_VERSION_TABLE)
+        version = await conn.fetchval(_SCHEMA_VERSION)
+        if version == SCHEMA_VERSION:
+            return
+        if version is not None and version > SCHEMA_VERSION:
+            raise StoreError(f"database schema version {version} is newer than this server ({SCHEMA_VERSION})")
+        await conn.execute(_SCHEMA_V1 + _SCHEMA_V2)
+        await conn.execute(_SET_SCHEMA_VERSION)
