@@ -12,6 +12,7 @@ server activated; errors are raised as the typed errors of `a2a_grpc.errors`.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
@@ -23,13 +24,19 @@ from google.protobuf import empty_pb2, json_format
 
 from a2a_grpc.call import CallContext
 from a2a_grpc.card import GRPC_BINDING
+from a2a_grpc.errors import UnavailableError
 from a2a_grpc.extensions import parse_extension_values
 from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
 from a2a_grpc.ids import new_id
 from a2a_grpc.interceptors.client import ResponseExtensions, client_interceptors, observe_extensions, use_extensions
-from a2a_grpc.protocol import AGENT_CARD_PATH
+from a2a_grpc.protocol import AGENT_CARD_PATH, RESUME_EXTENSION_URI, STREAM_AFTER_HEADER
+from a2a_grpc.resume import event_seq
 
 CARD_FETCH_TIMEOUT_SECONDS = 10.0
+# A resuming subscription gives up after this many failed attempts in a row, waiting between them from
+# the first delay, doubled each time, up to the last.
+MAX_RESUME_ATTEMPTS = 8
+RESUME_DELAYS_SECONDS = (0.05, 2.0)
 
 T = TypeVar("T")
 
@@ -109,6 +116,50 @@ class EventStream:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.cancel()
+
+
+StartCall = Callable[[int | None], tuple[Any, list[ResponseExtensions]]]  # a subscription after an event
+
+
+class ResumingStream(EventStream):
+    """A subscription that, cut with UNAVAILABLE, subscribes again after the last event it received
+    (through the stream-resume extension), so its reader sees every event once, in order. The task
+    snapshot a resumed subscription starts with is skipped: the events after it follow on seamlessly."""
+
+    def __init__(self, start: StartCall, after: int | None) -> None:
+        super().__init__(*start(after))
+        self._start = start
+        self._last = after
+
+    async def _events(self) -> AsyncIterator[a2a_pb2.StreamResponse]:
+        failures = 0
+        resumed = False
+        while True:
+            try:
+                async for event in self._call:
+                    if resumed and event.HasField("task"):
+                        resumed = False
+                        continue
+                    resumed = False
+                    failures = 0
+                    seq = event_seq(event)
+                    self._last = seq if seq is not None else self._last
+                    yield event
+                return
+            except (UnavailableError, grpc.aio.AioRpcError) as error:
+                if not _unavailable(error) or failures >= MAX_RESUME_ATTEMPTS:
+                    raise
+            first, most = RESUME_DELAYS_SECONDS
+            await asyncio.sleep(min(first * 2**failures, most))
+            failures += 1
+            resumed = self._last is not None
+            self._call, self._records = self._start(self._last)
+
+
+def _unavailable(error: Exception) -> bool:
+    if isinstance(error, grpc.aio.AioRpcError):
+        return bool(error.code() == grpc.StatusCode.UNAVAILABLE)
+    return True
 
 
 def text_message(
@@ -319,9 +370,31 @@ class A2AClient:
     async def cancel_task(self, task_id: str, **options: Unpack[CallOptions]) -> Result[a2a_pb2.Task]:
         return await self._unary("CancelTask", a2a_pb2.CancelTaskRequest(tenant=self.tenant, id=task_id), options)
 
-    def subscribe(self, task_id: str, **options: Unpack[CallOptions]) -> EventStream:
-        """SubscribeToTask: the task's snapshot, then its events until it settles."""
-        return self._stream("SubscribeToTask", a2a_pb2.SubscribeToTaskRequest(tenant=self.tenant, id=task_id), options)
+    def subscribe(
+        self, task_id: str, *, after: int | None = None, resume: bool = False, **options: Unpack[CallOptions]
+    ) -> EventStream:
+        """SubscribeToTask: the task's snapshot, then its events until it settles.
+
+        With `after` or `resume` the call activates the stream-resume extension: each event carries its
+        number (`a2a_grpc.resume.event_seq`). `after=N` starts after event N: the task as it is now,
+        then exactly the events numbered above N (a final task's stream replays them and ends).
+        `resume=True` subscribes again after the last event received when the stream is cut with
+        UNAVAILABLE (a restarted or failed-over server), up to MAX_RESUME_ATTEMPTS times in a row.
+        """
+        request = a2a_pb2.SubscribeToTaskRequest(tenant=self.tenant, id=task_id)
+        if after is None and not resume:
+            return self._stream("SubscribeToTask", request, options)
+
+        def start(after: int | None) -> tuple[Any, list[ResponseExtensions]]:
+            cursor = ((STREAM_AFTER_HEADER, str(after)),) if after is not None else ()
+            resuming: CallOptions = {
+                **options,
+                "extra_extensions": (*options.get("extra_extensions", ()), RESUME_EXTENSION_URI),
+                "headers": (*options.get("headers", ()), *cursor),
+            }
+            return self._start("SubscribeToTask", request, resuming)
+
+        return ResumingStream(start, after) if resume else EventStream(*start(after))
 
     async def get_extended_card(self, **options: Unpack[CallOptions]) -> Result[a2a_pb2.AgentCard]:
         request = a2a_pb2.GetExtendedAgentCardRequest(tenant=self.tenant)

@@ -110,13 +110,6 @@ class PushNotificationConfigNotFoundError(A2AError):
     reason = "PUSH_NOTIFICATION_CONFIG_NOT_FOUND"
 
 
-class SubscriberTooSlowError(A2AError):
-    """Not an A2A error: a stream fell too far behind its task's events and was closed."""
-
-    code = grpc.StatusCode.RESOURCE_EXHAUSTED
-    reason = "SUBSCRIBER_TOO_SLOW"
-
-
 class InvalidRequestError(A2AError):
     """A request that fails validation; carries BadRequest field violations."""
 
@@ -230,7 +223,6 @@ ERROR_TABLE: tuple[type[A2AError], ...] = (
     ExtensionSupportRequiredError,
     VersionNotSupportedError,
     PushNotificationConfigNotFoundError,
-    SubscriberTooSlowError,
     InvalidRequestError,
     AuthenticationError,
     PermissionDeniedError,

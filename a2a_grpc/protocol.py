@@ -12,6 +12,11 @@ VERSION_HEADER = "a2a-version"
 EXTENSIONS_HEADER = "a2a-extensions"
 AUTHORIZATION_HEADER = "authorization"
 
+# This server's stream-resume extension: an activating stream's events carry `{"seq": N}` under the URI in
+# their metadata, and a SubscribeToTask that sends STREAM_AFTER_HEADER: N continues after event N.
+RESUME_EXTENSION_URI = "https://github.com/a2a-grpc/a2a-grpc/extensions/stream-resume/v1"
+STREAM_AFTER_HEADER = "a2a-stream-after"
+
 AGENT_CARD_PATH = "/.well-known/agent-card.json"
 
 TERMINAL_STATES = frozenset(

@@ -13,6 +13,7 @@ from typing import Any, TypeAlias
 
 from google.protobuf import empty_pb2
 
+from a2a_grpc import resume
 from a2a_grpc.call import CallContext
 from a2a_grpc.encoding import send_message_response
 from a2a_grpc.errors import (
@@ -20,13 +21,14 @@ from a2a_grpc.errors import (
     ExtendedAgentCardNotConfiguredError,
     InvalidRequestError,
     PushNotificationNotSupportedError,
-    SubscriberTooSlowError,
+    UnavailableError,
     UnsupportedOperationError,
 )
 from a2a_grpc.extensions import MAX_EXTENSION_PAYLOAD_BYTES, ExtensionPayload, ExtensionRegistry, oversized_payloads
 from a2a_grpc.generated import a2a_pb2
+from a2a_grpc.protocol import STREAM_AFTER_HEADER
 from a2a_grpc.store import TaskQuery
-from a2a_grpc.tasks import SubscriberOverflowError, TaskManager, TaskRun, task_view, wait_durable
+from a2a_grpc.tasks import Subscriber, SubscriptionStoppedError, TaskManager, TaskRun, task_view, wait_durable
 from a2a_grpc.validation import (
     validate,
     validate_get,
@@ -137,11 +139,9 @@ class A2AServicer:
             assert snapshot is not None  # taken when the task was shown, since this stream subscribed
             await run.durable()
             await self._put_send_push_config(request, run, call)
-            yield a2a_pb2.StreamResponse(task=task_view(snapshot, _history_length(request.configuration)))
-            async for event in subscriber.events():
+            first = task_view(snapshot, _history_length(request.configuration))
+            async for event in _stream(first, run.snapshot_seq, subscriber, call):
                 yield event
-        except SubscriberOverflowError:
-            raise SubscriberTooSlowError("the stream fell too far behind the task's events") from None
         finally:
             await self.manager.unsubscribe(run.live, subscriber)
 
@@ -182,16 +182,13 @@ class A2AServicer:
     ) -> StreamEvents:
         self._require_streaming()
         validate(request)
-        snapshot, written, subscriber, live = await self.manager.subscribe(request.id, call)
+        subscription = await self.manager.subscribe(request.id, call, resume.stream_after(call))
         try:
-            await wait_durable(written)
-            yield a2a_pb2.StreamResponse(task=snapshot)
-            async for event in subscriber.events():
+            await wait_durable(subscription.written)
+            async for event in _stream(subscription.snapshot, subscription.seq, subscription.subscriber, call):
                 yield event
-        except SubscriberOverflowError:
-            raise SubscriberTooSlowError("the stream fell too far behind the task's events") from None
         finally:
-            await self.manager.unsubscribe(live, subscriber)
+            await self.manager.unsubscribe(subscription.live, subscription.subscriber)
 
     def _require_streaming(self) -> None:
         if not self._streaming:
@@ -245,6 +242,21 @@ class A2AServicer:
         if self.extended_card is None:
             raise ExtendedAgentCardNotConfiguredError("the extended agent card is declared but not configured")
         return self.extended_card
+
+
+async def _stream(first: a2a_pb2.Task, seq: int, subscriber: Subscriber, call: CallContext) -> AsyncIterator[bytes]:
+    """A stream's events: the task as it starts, then what the subscriber yields, numbered when the call
+    activated the resume extension."""
+    task = a2a_pb2.StreamResponse(task=first).SerializeToString()
+    numbered = resume.is_active(call)
+    yield resume.with_seq(task, seq) if numbered else task
+    try:
+        async for event in subscriber.events():
+            yield resume.with_seq(event.body, event.seq) if numbered else event.body
+    except SubscriptionStoppedError:
+        raise UnavailableError(
+            f"the server is stopping; subscribe again ({STREAM_AFTER_HEADER} resumes after the last event seen)"
+        ) from None
 
 
 def _history_length(configuration: a2a_pb2.SendMessageConfiguration) -> int | None:

@@ -160,7 +160,8 @@ async def test_card_prints_integral_numbers_as_integers(start_server: StartServe
     server = await start_server(card={**CARD, "capabilities": {**CARD["capabilities"], "extensions": [declared]}})
     run = await a2a_grpc("card", f"http://127.0.0.1:{server.http_port}")
     assert run.code == 0, run.stderr
-    params = json.loads(run.stdout)["capabilities"]["extensions"][0]["params"]
+    extensions = {e["uri"]: e for e in json.loads(run.stdout)["capabilities"]["extensions"]}
+    params = extensions[REQUIRED]["params"]
     assert json.dumps(params, sort_keys=True) == '{"levels": 5, "ratio": 0.5}'
 
 

@@ -26,6 +26,7 @@ from a2a_grpc.errors import (
 )
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.interceptors.client import ResponseExtensions, client_interceptors, observe_extensions, use_extensions
+from a2a_grpc.protocol import RESUME_EXTENSION_URI
 from a2a_grpc.server import A2AServer
 
 REQUIRED = "https://example.com/ext/required/v1"
@@ -88,7 +89,7 @@ async def test_a_client_built_from_the_card_url_calls_the_cards_grpc_interface(p
     async with await A2AClient.connect(url, extensions=[REQUIRED]) as client:
         assert client.target == probe_server.grpc_target
         card = await client.get_card()
-        assert [e.uri for e in card.capabilities.extensions] == [REQUIRED, OPTIONAL]
+        assert [e.uri for e in card.capabilities.extensions] == [REQUIRED, OPTIONAL, RESUME_EXTENSION_URI]
         result = await client.send_message("via the card")
     assert result.value.task.status.state == COMPLETED
     assert result.activated_extensions == (REQUIRED,)

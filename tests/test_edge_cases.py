@@ -15,6 +15,7 @@ from rpc_helpers import make_stub, rpc_error
 
 from a2a_grpc.agent import EventPublisher, RequestContext
 from a2a_grpc.generated import a2a_pb2
+from a2a_grpc.protocol import RESUME_EXTENSION_URI
 from a2a_grpc.server import A2AServer, ServerSettings
 from a2a_grpc.store import MemoryStore, TaskWrite
 
@@ -209,5 +210,5 @@ async def test_extensions_of_the_extended_card_are_declared_in_the_public_card(
     extended_path.write_text(json.dumps(extended))
     card = {**BASE_CARD, "capabilities": {"extendedAgentCard": True}}
     server = await start_server(card=card, extended_card_path=str(extended_path))
-    assert [e.uri for e in server.card.capabilities.extensions] == [required["uri"]]
+    assert [e.uri for e in server.card.capabilities.extensions] == [required["uri"], RESUME_EXTENSION_URI]
     assert [e.uri for e in server.card.capabilities.extensions if e.required] == [required["uri"]]

@@ -22,6 +22,7 @@ from a2a_grpc.errors import ExtensionSupportRequiredError, InvalidRequestError
 from a2a_grpc.ext import timestamp, traceability
 from a2a_grpc.extensions import Extension
 from a2a_grpc.generated import a2a_pb2
+from a2a_grpc.protocol import RESUME_EXTENSION_URI
 from a2a_grpc.server import A2AServer
 
 PRIORITY = Extension(
@@ -286,10 +287,11 @@ async def test_the_served_card_publishes_integral_params_as_integers(start_serve
         session.get(f"http://127.0.0.1:{server.http_port}/.well-known/agent-card.json") as response,
     ):
         served = json.loads(await response.read())
-    params = {e["uri"]: json.dumps(e["params"], sort_keys=True) for e in served["capabilities"]["extensions"]}
+    params = {e["uri"]: json.dumps(e.get("params"), sort_keys=True) for e in served["capabilities"]["extensions"]}
     assert params == {
         "https://example.com/ext/limits/v1": '{"levels": 5, "limits": {"max": 10, "ratio": 0.5}, "range": [1, -5]}',
         "https://example.com/ext/window/v1": '{"seconds": 30}',
+        RESUME_EXTENSION_URI: "null",
     }
 
 
@@ -307,7 +309,7 @@ async def test_card_and_code_declarations_merge_into_one_list(start_server: Star
     }
     server = await start_server(card=card, agent=PayloadAgent())
     uris = [e.uri for e in server.card.capabilities.extensions]
-    assert sorted(uris) == sorted({PRIORITY.uri, NOT_REQUESTED, timestamp.URI, card_only})
+    assert sorted(uris) == sorted({PRIORITY.uri, NOT_REQUESTED, timestamp.URI, card_only, RESUME_EXTENSION_URI})
     assert len(uris) == len(set(uris))
     declared = {e.uri: e for e in server.card.capabilities.extensions}
     assert declared[PRIORITY.uri].description == PRIORITY.description  # the code's declaration wins

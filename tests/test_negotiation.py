@@ -27,7 +27,7 @@ from a2a_grpc.errors import ERROR_DOMAIN, VersionNotSupportedError
 from a2a_grpc.extensions import Extension
 from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
 from a2a_grpc.interceptors.server import VersionCheck
-from a2a_grpc.protocol import EXTENSIONS_HEADER
+from a2a_grpc.protocol import EXTENSIONS_HEADER, RESUME_EXTENSION_URI
 from a2a_grpc.server import A2AServer
 
 Stub = Any  # a2a_pb2_grpc.A2AServiceStub: the generated module carries no type information
@@ -484,7 +484,7 @@ DEPENDENCY_CASES: dict[str, tuple[str, tuple[str, ...]]] = {
 
 def test_extensions_declared_in_code_join_the_card(negotiating_server: A2AServer) -> None:
     declared = {e.uri: e.required for e in negotiating_server.card.capabilities.extensions}
-    assert declared == {REQUIRED: True, OPTIONAL: False, DEPENDENT: False, CHAINED: False}
+    assert declared == {REQUIRED: True, OPTIONAL: False, DEPENDENT: False, CHAINED: False, RESUME_EXTENSION_URI: False}
 
 
 @pytest.mark.parametrize("case", sorted(DEPENDENCY_CASES))

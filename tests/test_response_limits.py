@@ -1,10 +1,10 @@
-"""Responses a default client can take: ListTasks pages capped by bytes, streams cut by the bytes they fall behind."""
+"""Responses a default client can take: ListTasks pages capped by bytes, streams that fall far behind."""
 
 from __future__ import annotations
 
 import grpc
-from conftest import V1, StartServer, error_info, send_request
-from rpc_helpers import make_stub, read_all, stream_error
+from conftest import V1, StartServer, send_request
+from rpc_helpers import make_stub, read_all
 
 from a2a_grpc.agent import EventPublisher, RequestContext
 from a2a_grpc.generated import a2a_pb2
@@ -48,7 +48,7 @@ async def test_list_tasks_pages_fit_a_default_client_and_lose_no_task(start_serv
     assert set(seen) == sent
 
 
-async def test_a_stream_that_falls_too_many_bytes_behind_is_cut_and_the_task_goes_on(
+async def test_a_stream_that_falls_many_bytes_behind_reads_the_log_and_misses_nothing(
     start_server: StartServer,
 ) -> None:
     small = await start_server(agent=BurstAgent(), max_subscriber_buffer_bytes=64 * 1024)
@@ -57,13 +57,19 @@ async def test_a_stream_that_falls_too_many_bytes_behind_is_cut_and_the_task_goe
         grpc.aio.insecure_channel(small.grpc_target) as small_channel,
         grpc.aio.insecure_channel(roomy.grpc_target) as roomy_channel,
     ):
-        small_stub, roomy_stub = make_stub(small_channel), make_stub(roomy_channel)
-        stream = small_stub.SendStreamingMessage(send_request("burst"), metadata=V1)
-        assert (await stream.read()).HasField("task")  # the snapshot, then the cut
-        error = await stream_error(stream)
-        assert error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
-        assert error_info(error).reason == "SUBSCRIBER_TOO_SLOW"
-        listed = await small_stub.ListTasks(a2a_pb2.ListTasksRequest(), metadata=V1)
-        assert [task.status.state for task in listed.tasks] == [a2a_pb2.TASK_STATE_COMPLETED]
-        events = await read_all(roomy_stub.SendStreamingMessage(send_request("burst"), metadata=V1))
-        assert sum(event.HasField("artifact_update") for event in events) == BURST
+        behind = await read_all(make_stub(small_channel).SendStreamingMessage(send_request("burst"), metadata=V1))
+        kept_up = await read_all(make_stub(roomy_channel).SendStreamingMessage(send_request("burst"), metadata=V1))
+    assert [_shape(event) for event in behind] == [_shape(event) for event in kept_up]
+    assert sum(event.HasField("artifact_update") for event in behind) == BURST
+    assert behind[-1].status_update.status.state == a2a_pb2.TASK_STATE_COMPLETED
+
+
+def _shape(event: a2a_pb2.StreamResponse) -> tuple[str, int, str]:
+    """What a stream event says, apart from ids and times."""
+    kind = event.WhichOneof("payload") or ""
+    if kind == "artifact_update":
+        update = event.artifact_update
+        return kind, int(update.append), update.artifact.parts[0].text
+    if kind == "status_update":
+        return kind, event.status_update.status.state, ""
+    return kind, event.task.status.state, ""

@@ -1,24 +1,21 @@
 """Tasks: the manager that owns them, and the live state of the ones being worked on or watched."""
 
 from a2a_grpc.protocol import TERMINAL_STATES
-from a2a_grpc.tasks.live import (
-    SUBSCRIBER_BUFFER_BYTES,
-    LiveTask,
-    Subscriber,
-    SubscriberOverflowError,
-    now_timestamp,
-    task_view,
-    wait_durable,
-)
+from a2a_grpc.tasks.live import LiveTask, Subscription, now_timestamp, task_view
 from a2a_grpc.tasks.manager import TaskManager
+from a2a_grpc.tasks.replicas import LEASE_SECONDS, POLL_SECONDS
 from a2a_grpc.tasks.run import TaskRun
+from a2a_grpc.tasks.subscriber import SUBSCRIBER_BUFFER_BYTES, Subscriber, SubscriptionStoppedError, wait_durable
 
 __all__ = [
+    "LEASE_SECONDS",
+    "POLL_SECONDS",
     "SUBSCRIBER_BUFFER_BYTES",
     "TERMINAL_STATES",
     "LiveTask",
     "Subscriber",
-    "SubscriberOverflowError",
+    "Subscription",
+    "SubscriptionStoppedError",
     "TaskManager",
     "TaskRun",
     "now_timestamp",

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections import deque
-from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from google.protobuf import timestamp_pb2
@@ -14,17 +13,13 @@ from a2a_grpc import compaction
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.protocol import INTERRUPTED_STATES, TERMINAL_STATES
 from a2a_grpc.store.base import TaskWrite
+from a2a_grpc.tasks.subscriber import Subscriber, wait_durable
 
 if TYPE_CHECKING:
     from a2a_grpc.tasks.run import TaskRun
 
 TaskState = a2a_pb2.TaskState
 SETTLED_STATES = TERMINAL_STATES | INTERRUPTED_STATES
-
-# How many bytes of undelivered events one subscriber may fall behind before it is dropped.
-SUBSCRIBER_BUFFER_BYTES = 8 * 1024 * 1024
-
-StreamItem = tuple[bytes, asyncio.Future[None] | None]  # an encoded StreamResponse, and its write
 
 
 def now_timestamp() -> timestamp_pb2.Timestamp:
@@ -40,16 +35,6 @@ def stamp_now(stamp: timestamp_pb2.Timestamp) -> None:
     stamp.nanos = nanos
 
 
-async def wait_durable(write: asyncio.Future[None] | None) -> None:
-    """Wait for a store write without letting this caller's cancellation cancel it for everyone else."""
-    if write is None:
-        return
-    if write.done():
-        write.result()
-        return
-    await asyncio.shield(write)
-
-
 def copy_task(task: a2a_pb2.Task) -> a2a_pb2.Task:
     copy = a2a_pb2.Task()
     copy.CopyFrom(task)
@@ -62,75 +47,11 @@ def copy_artifact(artifact: a2a_pb2.Artifact) -> a2a_pb2.Artifact:
     return copy
 
 
-class SubscriberOverflowError(Exception):
-    """A subscriber fell more than its buffer's bytes behind."""
-
-
-class Subscriber:
-    """One stream's view of a task's events: an ordered queue that ends when the task settles.
-
-    A subscriber that falls more than `max_bytes` of events behind is dropped, and what it buffered freed.
-    """
-
-    __slots__ = ("_buffered", "_closed", "_items", "_max_bytes", "_overflowed", "_waiter", "close_on_interrupt")
-
-    def __init__(self, close_on_interrupt: bool, max_bytes: int = SUBSCRIBER_BUFFER_BYTES) -> None:
-        self._items: deque[StreamItem] = deque()
-        self._waiter: asyncio.Future[None] | None = None
-        self._closed = False
-        self._overflowed = False
-        self._buffered = 0
-        self._max_bytes = max_bytes
-        self.close_on_interrupt = close_on_interrupt
-
-    def push(self, item: StreamItem) -> None:
-        if self._closed:
-            return
-        self._buffered += len(item[0])
-        if self._buffered > self._max_bytes:
-            self._overflowed = True
-            self._items.clear()
-            self.close()
-            return
-        self._items.append(item)
-        self._wake()
-
-    @property
-    def closed(self) -> bool:
-        return self._closed
-
-    def close(self) -> None:
-        self._closed = True
-        self._wake()
-
-    def _wake(self) -> None:
-        waiter = self._waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
-
-    async def events(self) -> AsyncIterator[bytes]:
-        """Each event (an encoded StreamResponse) once it is durable, in order, until the subscriber is closed."""
-        items = self._items
-        while True:
-            while items:
-                response, durable = items.popleft()
-                self._buffered -= len(response)
-                if durable is not None:
-                    await wait_durable(durable)
-                yield response
-            if self._closed:
-                if self._overflowed:
-                    raise SubscriberOverflowError
-                return
-            self._waiter = asyncio.get_running_loop().create_future()
-            await self._waiter
-            self._waiter = None
-
-
 class LiveTask:
     """A task that is being worked on or watched: the authoritative Task object and its listeners.
 
-    `version` is that of the last write handed to the store; 0 means none yet: the task of a new
+    `version` is that of the last write handed to the store, `seq` the number of the last event of its
+    log; version 0 means no write yet: the task of a new
     message is not shown to anyone, nor stored, until its agent first publishes something (or the
     caller asked for it at once), so that an agent may answer with a Message instead.
 
@@ -145,14 +66,16 @@ class LiveTask:
         "rebuild_after",
         "replaced",
         "run",
+        "seq",
         "subscribers",
         "task",
         "version",
         "write_error",
     )
 
-    def __init__(self, task: a2a_pb2.Task, owner: str, version: int) -> None:
+    def __init__(self, task: a2a_pb2.Task, owner: str, version: int, seq: int = 0) -> None:
         self.task = task
+        self.seq = seq
         self.replaced = 0
         self.rebuild_after = compaction.REBUILD_FLOOR
         self.owner = owner
@@ -186,6 +109,18 @@ class LiveTask:
 
     async def durable(self) -> None:
         await wait_durable(self.last_write)
+
+
+@dataclass(frozen=True, slots=True)
+class Subscription:
+    """A stream's start on a task: the task as the stream shows it first, the number of the last event
+    that task includes, the write it must wait for, and the subscriber that yields the events after it."""
+
+    snapshot: a2a_pb2.Task
+    seq: int
+    written: asyncio.Future[None] | None
+    subscriber: Subscriber
+    live: LiveTask
 
 
 def task_view(task: a2a_pb2.Task, history_length: int | None, include_artifacts: bool = True) -> a2a_pb2.Task:

@@ -11,35 +11,47 @@ that what a caller may see is decided in one place (`check_visible`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import TypeVar, cast
 
 from a2a_grpc.agent import AgentExecutor, EventPublisher, PublisherError, RequestContext
 from a2a_grpc.call import CallContext
 from a2a_grpc.errors import (
     A2AError,
+    InvalidRequestError,
     TaskNotCancelableError,
     UnsupportedOperationError,
 )
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.ids import new_id
-from a2a_grpc.protocol import INTERRUPTED_STATES, TERMINAL_STATES
+from a2a_grpc.protocol import INTERRUPTED_STATES, RUNNING_STATES, STREAM_AFTER_HEADER, TERMINAL_STATES
 from a2a_grpc.store import page_token_after
-from a2a_grpc.store.base import InvalidPageTokenError, StorageFullError, TaskPage, TaskQuery, TaskStore, TaskWrite
+from a2a_grpc.store.base import (
+    InvalidPageTokenError,
+    SharedStore,
+    StorageFullError,
+    StoreError,
+    TaskEvent,
+    TaskPage,
+    TaskQuery,
+    TaskStore,
+    TaskWrite,
+    VersionConflictError,
+)
 from a2a_grpc.tasks.live import (
     SETTLED_STATES,
-    SUBSCRIBER_BUFFER_BYTES,
     LiveTask,
-    Subscriber,
+    Subscription,
     TaskState,
     copy_artifact,
     copy_task,
     stamp_now,
     task_view,
-    wait_durable,
 )
+from a2a_grpc.tasks.replicas import LEASE_SECONDS, POLL_SECONDS, ReplicaKeeper
 from a2a_grpc.tasks.rules import (
     bad_page_token,
     check_resumable,
@@ -50,6 +62,7 @@ from a2a_grpc.tasks.rules import (
     storage_unavailable,
 )
 from a2a_grpc.tasks.run import TaskRun
+from a2a_grpc.tasks.subscriber import SUBSCRIBER_BUFFER_BYTES, Subscriber, TaskLog, wait_durable
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +70,8 @@ T = TypeVar("T")
 
 # How long CancelTask waits for the agent's own cancel handler before canceling the task itself.
 CANCEL_GRACE_SECONDS = 5.0
+# How much longer a cancel routed to another replica waits for that replica to answer.
+ROUTED_CANCEL_MARGIN_SECONDS = 2.0
 
 
 class TaskManager:
@@ -69,8 +84,23 @@ class TaskManager:
         executor: AgentExecutor,
         on_storage_writable: Callable[[bool], None] | None = None,
         subscriber_buffer_bytes: int = SUBSCRIBER_BUFFER_BYTES,
+        lease_seconds: float = LEASE_SECONDS,
+        poll_seconds: float = POLL_SECONDS,
     ) -> None:
         self.store = store
+        self._replicas = (
+            ReplicaKeeper(
+                cast(SharedStore, store),
+                watched_tasks=self._watched_elsewhere,
+                note_events=self._note_events,
+                take_cancels=self._take_cancel_requests,
+                fail_expired=self._fail_expired,
+                lease_seconds=lease_seconds,
+                poll_seconds=poll_seconds,
+            )
+            if store.shared
+            else None
+        )
         self.executor = executor
         self.subscriber_buffer_bytes = subscriber_buffer_bytes
         self._live: dict[str, LiveTask] = {}
@@ -85,7 +115,7 @@ class TaskManager:
     async def get_task(self, task_id: str, call: CallContext) -> a2a_pb2.Task:
         """The task as far as it is durable: nothing a crash could still take back."""
         live = self._live.get(task_id)
-        if live is not None:
+        if live is not None and self._current(live):
             check_visible(task_id, live.owner, call, live.shown)
             write = live.last_write
             if write is None or write.done():
@@ -118,20 +148,32 @@ class TaskManager:
             shown.tasks.append(view)
         return shown
 
+    def _current(self, live: LiveTask) -> bool:
+        """Whether a live task is known to match the store: always in one process; with replicas, only
+        while this one runs it or has a write of it in flight (any replica may write it otherwise)."""
+        if not self.store.shared or live.run is not None:
+            return True
+        write = live.last_write
+        return write is not None and not write.done()
+
     async def _live_task(self, task_id: str, call: CallContext) -> LiveTask:
-        """The live entry of a task, loaded from the store if nobody works on or watches it.
+        """The live entry of a task, loaded from the store if nobody works on or watches it here (and
+        reloaded when another replica may have changed it).
 
         A caller that loads one and then refuses the request hands it back with `_release`.
         """
         live = self._live.get(task_id)
-        if live is None:
+        if live is None or not self._current(live):
             loaded = await self.store.load_task(task_id, call.principal)
             live = self._live.get(task_id)  # another call may have loaded it meanwhile
-            if live is None:
+            if live is not None and loaded is not None and not self._current(live) and loaded.version > live.version:
+                live.task, live.version, live.seq = loaded
+                live.replaced = 0
+            elif live is None:
                 if loaded is None:
                     raise not_found(task_id)
-                task, version = loaded
-                live = self._live[task_id] = LiveTask(task, call.principal, version)
+                task, version, seq = loaded
+                live = self._live[task_id] = LiveTask(task, call.principal, version, seq)
         check_visible(task_id, live.owner, call, live.shown)
         return live
 
@@ -195,6 +237,7 @@ class TaskManager:
         metadata = request.metadata if request.HasField("metadata") else None
         run = live.run = TaskRun(self, live, RequestContext(message, live, call, metadata))
         if subscriber is not None:
+            subscriber.attach(self._log(live), live.seq, live.seq)
             live.subscribers.append(subscriber)
         if not created:
             self._show(run)
@@ -235,6 +278,7 @@ class TaskManager:
             return
         if run.live.subscribers:
             run.snapshot = copy_task(run.live.task)
+            run.snapshot_seq = run.live.seq
         run.opened.set_result(None)
 
     # ---- events from the agent ---------------------------------------------------------------
@@ -260,11 +304,10 @@ class TaskManager:
         if write.task is None:  # a delta keeps the chunk as published, whatever the agent does with it later
             write.artifacts.append((copy_artifact(artifact), append))
         live.apply_artifact(artifact, append)
-        if live.subscribers:
-            event = a2a_pb2.TaskArtifactUpdateEvent(
-                task_id=task.id, context_id=task.context_id, artifact=artifact, append=append, last_chunk=last_chunk
-            )
-            self._publish(live, a2a_pb2.StreamResponse(artifact_update=event))
+        event = a2a_pb2.TaskArtifactUpdateEvent(
+            task_id=task.id, context_id=task.context_id, artifact=artifact, append=append, last_chunk=last_chunk
+        )
+        self._publish(live, write, a2a_pb2.StreamResponse(artifact_update=event), 0)
 
     def record_reply(self, run: TaskRun, message: a2a_pb2.Message) -> None:
         """The agent answers with `message` instead of a task: the task is dropped, never stored."""
@@ -311,9 +354,8 @@ class TaskManager:
                 write.history.append(task.history[-1])
         live.set_status(status)
         write.status = status
-        if live.subscribers:
-            event = a2a_pb2.TaskStatusUpdateEvent(task_id=task.id, context_id=task.context_id, status=status)
-            self._publish(live, a2a_pb2.StreamResponse(status_update=event))
+        event = a2a_pb2.TaskStatusUpdateEvent(task_id=task.id, context_id=task.context_id, status=status)
+        self._publish(live, write, a2a_pb2.StreamResponse(status_update=event), state)
         if state in TERMINAL_STATES:
             for subscriber in live.subscribers:
                 subscriber.close()
@@ -363,10 +405,13 @@ class TaskManager:
             durable.set_exception(error)
             durable.exception()  # logged by _write_failed: asyncio need not log it again when nobody waits
 
-    def _publish(self, live: LiveTask, response: a2a_pb2.StreamResponse) -> None:
-        item = (response.SerializeToString(), live.last_write)  # encoded once for every subscriber
+    def _publish(self, live: LiveTask, write: TaskWrite, response: a2a_pb2.StreamResponse, state: int) -> None:
+        """Add the change as the task's next event: stored with the write, and pushed to every subscriber."""
+        live.seq += 1
+        event = TaskEvent(live.seq, state, response.SerializeToString())
+        write.events.append(event)
         for subscriber in live.subscribers:
-            subscriber.push(item)
+            subscriber.push(event, live.last_write)
 
     def _settle(self, run: TaskRun, state: int) -> None:
         live = run.live
@@ -432,7 +477,9 @@ class TaskManager:
         too (the stored version stays behind), and its callers get the first failure's error."""
         if live.write_error is not None:
             return live.write_error
-        if isinstance(error, StorageFullError):
+        if isinstance(error, VersionConflictError) and self.store.shared:
+            log.warning("task %s was changed by another replica meanwhile: %s", live.task.id, error)
+        elif isinstance(error, StorageFullError):
             self._storage_refused(error)
             if live.version > 1:  # stored before: it would stay running with no agent behind it
                 self._unstored[live.task.id] = live.owner
@@ -482,20 +529,37 @@ class TaskManager:
 
     # ---- subscribe and cancel ----------------------------------------------------------------
 
-    async def subscribe(
-        self, task_id: str, call: CallContext
-    ) -> tuple[a2a_pb2.Task, asyncio.Future[None] | None, Subscriber, LiveTask]:
-        """A subscriber to a non-terminal task, with the snapshot its stream begins with and the write
-        that snapshot must wait for."""
+    async def subscribe(self, task_id: str, call: CallContext, after: int | None = None) -> Subscription:
+        """A stream on a task that is not final, or, `after` an event the caller saw, the events it missed
+        (a final task's stream then replays them and ends)."""
         live = await self._live_task(task_id, call)
-        if live.state in TERMINAL_STATES:
+        if after is not None and after > live.seq:
+            self._release(live)
+            raise InvalidRequestError(
+                f"{STREAM_AFTER_HEADER} is past the task's last event",
+                violations=[(STREAM_AFTER_HEADER, f"task {task_id} has {live.seq} events")],
+            )
+        if live.state in TERMINAL_STATES and after is None:
             self._release(live)
             raise UnsupportedOperationError(
                 f"task {task_id} is in a terminal state; use GetTask", metadata={"taskId": task_id}
             )
-        subscriber = self.new_subscriber(close_on_interrupt=False)
+        subscriber = self._watch(live, after)
+        if live.state in TERMINAL_STATES:
+            subscriber.close()
+        return Subscription(copy_task(live.task), live.seq, live.last_write, subscriber, live)
+
+    def _watch(self, live: LiveTask, after: int | None, *, close_on_interrupt: bool = False) -> Subscriber:
+        """A subscriber to the task's events after `after` (by default, after the last one)."""
+        subscriber = self.new_subscriber(close_on_interrupt=close_on_interrupt)
+        start = live.seq if after is None else after
+        elsewhere = self.store.shared and live.run is None  # another replica may be writing it
+        subscriber.attach(self._log(live), start, live.seq, live.last_write, check_log=elsewhere)
         live.subscribers.append(subscriber)
-        return copy_task(live.task), live.last_write, subscriber, live
+        return subscriber
+
+    def _log(self, live: LiveTask) -> TaskLog:
+        return TaskLog(self.store, live.task.id, live.owner)
 
     def new_subscriber(self, *, close_on_interrupt: bool) -> Subscriber:
         """A stream's subscriber; one that closes on an interrupted state ends with its message's answer."""
@@ -515,15 +579,41 @@ class TaskManager:
                 f"task {task_id} is already {TaskState.Name(live.state)}", metadata={"taskId": task_id}
             )
         run = live.run
-        if run is None:  # interrupted: no agent is running, so cancel it here
-            self._set_status(live, a2a_pb2.TASK_STATE_CANCELED, None)
-        else:  # shielded: a caller giving up must not leave the cancel half done
-            if run.cancelling is None:  # asked once per run; a concurrent CancelTask waits for that outcome
-                run.cancelling = asyncio.ensure_future(self._cancel_run(run))
+        if run is not None:  # shielded: a caller giving up must not leave the cancel half done
+            self._cancel_once(run)
+            assert run.cancelling is not None
             await asyncio.shield(run.cancelling)
+        elif self.store.shared and live.state in RUNNING_STATES:
+            live = await asyncio.shield(self._cancel_elsewhere(live, call))
+        else:  # interrupted: no agent is running, so cancel it here
+            self._set_status(live, a2a_pb2.TASK_STATE_CANCELED, None)
         self._release(live)
         await live.durable()
         return live.task
+
+    def _cancel_once(self, run: TaskRun) -> None:
+        """Ask the agent to cancel; once per run, so a concurrent CancelTask waits for that outcome."""
+        if run.cancelling is None:
+            run.cancelling = asyncio.ensure_future(self._cancel_run(run))
+
+    async def _cancel_elsewhere(self, live: LiveTask, call: CallContext) -> LiveTask:
+        """Cancel a task another replica runs: ask it through the store and wait for the task to settle;
+        cancel it here if the runner does not answer (it may have died before its lease expired)."""
+        watcher = self._watch(live, None, close_on_interrupt=True)
+        try:
+            assert self._replicas is not None
+            await self._replicas.store.request_cancel(live.task.id)
+            async with asyncio.timeout(CANCEL_GRACE_SECONDS + ROUTED_CANCEL_MARGIN_SECONDS):
+                async for _ in watcher.events():
+                    pass
+        except TimeoutError:
+            pass
+        finally:
+            await self.unsubscribe(live, watcher)
+        live = await self._live_task(live.task.id, call)
+        if live.state not in TERMINAL_STATES and live.run is None:
+            self._set_status(live, a2a_pb2.TASK_STATE_CANCELED, None)
+        return live
 
     async def _cancel_run(self, run: TaskRun) -> None:
         run.context.request_cancel()
@@ -538,8 +628,12 @@ class TaskManager:
         if runner is not None and not runner.done():
             runner.cancel()
 
-    async def fail_orphaned_tasks(self) -> int:
-        """Fail the tasks a previous process left running: no agent works on them any more."""
+    async def start(self) -> int:
+        """Once the store is open: alone on it, fail the tasks a previous process left running (no agent
+        works on them any more) and return how many; sharing it, start following the other replicas."""
+        if self._replicas is not None:
+            self._replicas.start()
+            return 0
         orphans = await self.store.running_tasks()
         for task_id, owner in orphans:
             live = await self._live_task(task_id, CallContext(principal=owner))
@@ -549,9 +643,46 @@ class TaskManager:
             self._release(live)
         return len(orphans)
 
+    # ---- other replicas ----------------------------------------------------------------------
+
+    def _watched_elsewhere(self) -> list[str]:
+        """The tasks this replica streams but does not run: their events come from other replicas."""
+        return [task_id for task_id, live in self._live.items() if live.subscribers and live.run is None]
+
+    def _note_events(self, task_id: str, seq: int) -> None:
+        live = self._live.get(task_id)
+        if live is not None:
+            for subscriber in live.subscribers:
+                subscriber.note(seq)
+
+    async def _take_cancel_requests(self) -> None:
+        assert self._replicas is not None
+        for task_id in await self._replicas.store.take_cancel_requests():
+            live = self._live.get(task_id)
+            if live is not None and live.run is not None:
+                self._cancel_once(live.run)
+
+    async def _fail_expired(self, task_id: str, owner: str) -> None:
+        """Fail a task whose runner's lease expired, unless another replica did first."""
+        live = self._live.get(task_id)
+        if live is not None and live.run is not None:
+            return  # this replica runs it: its own heartbeat was late
+        try:
+            live = await self._live_task(task_id, CallContext(principal=owner))
+        except A2AError:
+            return
+        if live.run is None and live.state in RUNNING_STATES:
+            message = a2a_pb2.Message(message_id=new_id(), role=a2a_pb2.ROLE_AGENT)
+            message.parts.add(text="The server running this task stopped: its lease expired.")
+            self._set_status(live, a2a_pb2.TASK_STATE_FAILED, message)
+            with contextlib.suppress(StoreError):  # another replica failed it first
+                await live.durable()
+        self._release(live)
+
     async def close(self) -> int:
         """At shutdown: cancel every running agent (its task FAILS and its streams see that), then end
-        the streams still watching tasks that wait for input. Returns how many tasks it failed."""
+        the streams still watching tasks that wait for input with UNAVAILABLE (their clients may
+        subscribe again elsewhere). Returns how many tasks it failed."""
         failing = sum(1 for live in self._live.values() if live.run is not None and live.state not in SETTLED_STATES)
         for runner in list(self._runs):
             runner.cancel()
@@ -561,5 +692,8 @@ class TaskManager:
             await asyncio.gather(*self._recoveries, return_exceptions=True)
         for live in list(self._live.values()):
             for subscriber in live.subscribers:
-                subscriber.close()
+                subscriber.stop()
+        if self._replicas is not None:
+            await self._replicas.stop()
+            await self._replicas.store.release()
         return failing

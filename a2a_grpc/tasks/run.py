@@ -18,10 +18,22 @@ class TaskRun:
 
     `opened` resolves when the call's answer begins: None once the task is shown (the agent published
     something, or the caller wanted the task at once), or the agent's reply Message. `snapshot` is the
-    task as a stream shows it first, taken when the task was shown to a run with subscribers.
+    task as a stream shows it first, taken when the task was shown to a run with subscribers, and
+    `snapshot_seq` the number of the last event it includes.
     """
 
-    __slots__ = ("_manager", "cancelling", "context", "live", "opened", "reply", "runner", "settled", "snapshot")
+    __slots__ = (
+        "_manager",
+        "cancelling",
+        "context",
+        "live",
+        "opened",
+        "reply",
+        "runner",
+        "settled",
+        "snapshot",
+        "snapshot_seq",
+    )
 
     def __init__(self, manager: TaskManager, live: LiveTask, context: RequestContext) -> None:
         loop = asyncio.get_running_loop()
@@ -34,6 +46,7 @@ class TaskRun:
         self.cancelling: asyncio.Future[None] | None = None
         self.reply: a2a_pb2.Message | None = None
         self.snapshot: a2a_pb2.Task | None = None
+        self.snapshot_seq = 0
 
     @property
     def task_id(self) -> str:
