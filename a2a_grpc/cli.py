@@ -18,7 +18,10 @@ from a2a_grpc.extensions import MAX_EXTENSION_PAYLOAD_BYTES
 from a2a_grpc.server import DEFAULT_STORE_URL, A2AServer, ServerSettings
 from a2a_grpc.servicer import MAX_LIST_PAGE_BYTES
 from a2a_grpc.store import StoreError
-from a2a_grpc.tasks import SUBSCRIBER_BUFFER_BYTES
+from a2a_grpc.tasks import LEASE_SECONDS, POLL_SECONDS, SUBSCRIBER_BUFFER_BYTES
+from a2a_grpc.workers import Supervisor, held_ports, stop_when_orphaned, unshared_store, worker_index
+
+log = logging.getLogger("a2a_grpc.cli")  # not __name__: the workers run it as __main__
 
 
 def _env(name: str, default: str | None) -> str | None:
@@ -28,6 +31,22 @@ def _env(name: str, default: str | None) -> str | None:
 def _byte_count(text: str) -> int:
     if not text.strip().isdigit() or int(text) < 1:
         raise argparse.ArgumentTypeError(f"must be a positive number of bytes, got {text!r}")
+    return int(text)
+
+
+def _seconds(text: str) -> float:
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = -1.0
+    if not 0 < seconds < 86_400:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds above 0, got {text!r}")
+    return seconds
+
+
+def _positive_count(text: str) -> int:
+    if not text.strip().isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive whole number, got {text!r}")
     return int(text)
 
 
@@ -126,7 +145,11 @@ def add_serve_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
             MAX_LIST_PAGE_BYTES,
             "a ListTasks page ends early, with a next page token, past this many bytes",
         ),
-        ("max-subscriber-buffer-bytes", SUBSCRIBER_BUFFER_BYTES, "a stream this far behind its task is cut"),
+        (
+            "max-subscriber-buffer-bytes",
+            SUBSCRIBER_BUFFER_BYTES,
+            "a stream this far behind its task reads the task's event log until it has caught up",
+        ),
         ("max-extension-payload-bytes", MAX_EXTENSION_PAYLOAD_BYTES, "a larger extension payload is INVALID_ARGUMENT"),
     )
     for flag, default, meaning in byte_limits:
@@ -135,12 +158,43 @@ def add_serve_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
             f"--{flag}", type=_byte_count, default=_env(env, str(default)), help=f"{meaning} [A2A_GRPC_{env}]"
         )
     serve.add_argument(
+        "--store-pool-size",
+        type=_positive_count,
+        default=_env("STORE_POOL_SIZE", "10"),
+        help="connections to a postgresql:// store, per process [A2A_GRPC_STORE_POOL_SIZE]",
+    )
+    serve.add_argument(
+        "--lease-seconds",
+        type=_seconds,
+        default=_env("LEASE_SECONDS", str(LEASE_SECONDS)),
+        help="with a shared store: a replica silent this long has died, and the tasks it ran are FAILED "
+        "[A2A_GRPC_LEASE_SECONDS]",
+    )
+    serve.add_argument(
+        "--poll-interval",
+        type=_seconds,
+        default=_env("POLL_INTERVAL", str(POLL_SECONDS)),
+        help="with a shared store: how often to poll for other replicas' events while notifications are down "
+        "[A2A_GRPC_POLL_INTERVAL]",
+    )
+    serve.add_argument(
+        "--workers",
+        type=_positive_count,
+        default=_env("WORKERS", "1"),
+        help="server processes sharing the ports, restarted when they die; more than 1 needs a postgresql:// "
+        "store [A2A_GRPC_WORKERS]",
+    )
+    serve.add_argument(
         "--log-level", default=_env("LOG_LEVEL", "INFO"), help="DEBUG, INFO, WARNING or ERROR [A2A_GRPC_LOG_LEVEL]"
     )
 
 
-def serve(args: argparse.Namespace) -> int:
+def serve(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    """`a2a-grpc serve`, from its parsed `args` and the command line `argv` they were parsed from."""
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    worker = worker_index() if args.workers > 1 else None
+    if args.workers > 1 and worker is None:
+        return supervise(args, argv)
     if args.agent:
         if not os.path.isdir(args.app_dir):
             print(f"a2a-grpc: --app-dir {args.app_dir} is not a directory", file=sys.stderr)
@@ -160,22 +214,53 @@ def serve(args: argparse.Namespace) -> int:
         max_list_page_bytes=args.max_list_page_bytes,
         max_subscriber_buffer_bytes=args.max_subscriber_buffer_bytes,
         max_extension_payload_bytes=args.max_extension_payload_bytes,
+        store_pool_size=args.store_pool_size,
+        lease_seconds=args.lease_seconds,
+        poll_seconds=args.poll_interval,
+        worker_mode=worker is not None,
     )
     try:
         server = A2AServer(settings)
     except (CardError, ValueError, ImportError, AttributeError) as error:
         print(f"a2a-grpc: {error}", file=sys.stderr)
         return 2
-    return run_async(_serve(server))
+    return run_async(_serve(server, f"{worker}/{args.workers}" if worker is not None else None))
 
 
-async def _serve(server: A2AServer) -> int:
+def supervise(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    """The parent of `--workers N`: runs `argv` again N times, on the same concrete ports."""
+    store = unshared_store(args.store)
+    if store is not None:
+        print(
+            f"a2a-grpc: --workers {args.workers} needs a store all processes share (postgresql://...), not {store}",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        with held_ports(args.listen, args.http_listen) as port_flags:
+            command = [sys.executable, "-m", "a2a_grpc.cli", *argv, *port_flags]
+            return run_async(Supervisor(command, args.workers, args.grace).run())
+    except OSError as error:
+        print(f"a2a-grpc: {error}", file=sys.stderr)
+        return 1
+
+
+async def _serve(server: A2AServer, worker: str | None) -> int:
+    """Serve until SIGTERM or SIGINT; `worker` ("INDEX/N") is set in a worker of `--workers N`."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    if worker is not None:
+        stop_when_orphaned(stop)
     try:
-        await server.serve_until(stop)
+        await server.start()
+        if worker is not None:
+            log.info("worker %s (pid %d) serving", worker, os.getpid())
+        try:
+            await stop.wait()
+        finally:
+            await server.stop()
     except (OSError, StoreError) as error:
         print(f"a2a-grpc: {error}", file=sys.stderr)
         return 1
@@ -201,11 +286,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     add_serve_parser(commands)
     add_client_parsers(commands)
+    argv = sys.argv[1:] if argv is None else list(argv)
     args, unknown = parser.parse_known_args(argv)
     if unknown:  # told with the command's usage, not the top-level one
         commands.choices[args.command].error(f"unrecognized arguments: {' '.join(unknown)}")
     if args.command == "serve":
-        return serve(args)
+        return serve(args, argv)
     if args.command in ("send", "card"):
         try:
             return run_async(run_client_command(args))

@@ -7,6 +7,7 @@ import errno
 import hashlib
 import importlib
 import logging
+import os
 import socket
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -18,6 +19,7 @@ from aiohttp import web
 from aiohttp.log import server_logger
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
+from a2a_grpc import resume
 from a2a_grpc.agent import AgentExecutor, declared_extensions
 from a2a_grpc.agents.echo import EchoAgent
 from a2a_grpc.card import GRPC_BINDING, CardError, card_json, complete_card, load_card, register_card_extensions
@@ -30,7 +32,7 @@ from a2a_grpc.protocol import AGENT_CARD_PATH, SERVICE_NAME
 from a2a_grpc.reflection import add_reflection
 from a2a_grpc.servicer import MAX_LIST_PAGE_BYTES, A2AServicer
 from a2a_grpc.store import TaskStore, open_store
-from a2a_grpc.tasks import SUBSCRIBER_BUFFER_BYTES, TaskManager
+from a2a_grpc.tasks import LEASE_SECONDS, POLL_SECONDS, SUBSCRIBER_BUFFER_BYTES, TaskManager
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +61,12 @@ class ServerSettings:
     max_list_page_bytes: int = MAX_LIST_PAGE_BYTES  # a ListTasks page ends early past this size
     max_subscriber_buffer_bytes: int = SUBSCRIBER_BUFFER_BYTES  # a stream this far behind its task is cut
     max_extension_payload_bytes: int = MAX_EXTENSION_PAYLOAD_BYTES  # one payload, serialized; larger: INVALID_ARGUMENT
+    # One of the processes of `a2a-grpc serve --workers N`: both ports are shared with the others
+    # (SO_REUSEPORT), and every A2A call's trailers name this process.
+    worker_mode: bool = False
+    store_pool_size: int = 10  # connections to a PostgreSQL store
+    lease_seconds: float = LEASE_SECONDS  # with a shared store: a replica silent this long has died
+    poll_seconds: float = POLL_SECONDS  # with a shared store: polling while notifications are down
 
 
 def load_agent(spec: str | None) -> AgentExecutor:
@@ -85,11 +93,14 @@ def load_agent(spec: str | None) -> AgentExecutor:
 def _serving_cards(
     settings: ServerSettings, registry: ExtensionRegistry
 ) -> tuple[a2a_pb2.AgentCard, a2a_pb2.AgentCard | None]:
-    """The public and the extended card, each listing every extension either card or the agent declares."""
+    """The public and the extended card, each listing every extension either card or the agent declares,
+    and this server's stream-resume extension."""
     paths = [settings.card_path, *([settings.extended_card_path] if settings.extended_card_path else [])]
     cards = [load_card(path) for path in paths]
     for card in cards:
         register_card_extensions(card, registry)
+    if resume.EXTENSION.uri not in registry:
+        registry.add(resume.EXTENSION)
     for path, card in zip(paths, cards, strict=True):
         try:
             complete_card(card, settings.listen, registry)
@@ -142,12 +153,14 @@ class A2AServer:
         self.agent = agent if agent is not None else load_agent(settings.agent)
         self.registry = ExtensionRegistry(declared_extensions(self.agent))
         self.card, self.extended_card = _serving_cards(settings, self.registry)
-        self.store = store if store is not None else open_store(settings.store_url)
+        self.store = store if store is not None else open_store(settings.store_url, settings.store_pool_size)
         self.manager = TaskManager(
             self.store,
             self.agent,
             on_storage_writable=self._report_storage,
             subscriber_buffer_bytes=settings.max_subscriber_buffer_bytes,
+            lease_seconds=settings.lease_seconds,
+            poll_seconds=settings.poll_seconds,
         )
         self.health = health.aio.HealthServicer()
         self._health_updates: set[asyncio.Future[None]] = set()
@@ -158,7 +171,7 @@ class A2AServer:
 
     async def start(self) -> None:
         await self.store.open()
-        orphans = await self.manager.fail_orphaned_tasks()
+        orphans = await self.manager.start()
         if orphans:
             log.warning("failed %d task(s) left running by a previous server process", orphans)
         settings = self.settings
@@ -168,6 +181,7 @@ class A2AServer:
             bearer_tokens=settings.bearer_tokens,
             negotiate_extensions=settings.negotiate_extensions,
             echo_unary_headers=settings.echo_unary_headers,
+            worker_pid=os.getpid() if settings.worker_mode else None,
         )
         quiet_grpc_metadata_logs()
         server = grpc.aio.server(
@@ -178,7 +192,7 @@ class A2AServer:
                 # soft = hard limit: gRPC otherwise refuses headers between 8 and 16 KiB at random
                 ("grpc.max_metadata_size", settings.max_metadata_bytes),
                 ("grpc.absolute_max_metadata_size", settings.max_metadata_bytes),
-                ("grpc.so_reuseport", 0),
+                ("grpc.so_reuseport", int(settings.worker_mode)),
             ],
         )
         servicer = A2AServicer(
@@ -195,7 +209,8 @@ class A2AServer:
         guarded = GuardedServices(server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, guarded)
         add_reflection((SERVICE_NAME, health.SERVICE_NAME), guarded)
-        _check_not_in_use(settings.listen)
+        if not settings.worker_mode:  # a worker's port is held by its parent, which checked it
+            _check_not_in_use(settings.listen)
         try:
             self.port = server.add_insecure_port(settings.listen)
         except RuntimeError:  # grpcio raises it when nothing could be bound (address in use, bad address)
@@ -264,7 +279,7 @@ class A2AServer:
         await runner.setup()
         self._http = runner
         host, _, port = listen.rpartition(":")
-        site = web.TCPSite(runner, host.strip("[]") or "127.0.0.1", int(port))
+        site = web.TCPSite(runner, host.strip("[]") or "127.0.0.1", int(port), reuse_port=self.settings.worker_mode)
         await site.start()
         server = getattr(site, "_server", None)
         sockets = getattr(server, "sockets", None) or ()

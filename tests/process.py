@@ -294,3 +294,25 @@ class SleepyAgent:
 
 
 SLEEPY_AGENT = "tests.process:SleepyAgent"
+
+
+class TickerAgent:
+    """For "tick COUNT SECONDS": COUNT artifact chunks ("tick 0", "tick 1", ...) SECONDS apart, then COMPLETED.
+
+    Its cancel handler answers CANCELED with a message naming the process it ran in, so a test can tell
+    which replica's agent was cancelled.
+    """
+
+    async def execute(self, context: RequestContext, events: EventPublisher) -> None:
+        _, count, seconds = context.text().split()
+        await events.working()
+        for index in range(int(count)):
+            await events.artifact(text=f"tick {index}", artifact_id="ticks", append=index > 0)
+            await asyncio.sleep(float(seconds))
+        await events.complete()
+
+    async def cancel(self, context: RequestContext, events: EventPublisher) -> None:
+        await events.canceled(f"cancelled by the agent in process {os.getpid()}")
+
+
+TICKER_AGENT = "tests.process:TickerAgent"

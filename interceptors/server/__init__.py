@@ -6,6 +6,7 @@ Each A2AService method handler is wrapped once, at start-up, in this order:
   version         the `a2a-version` the call speaks, or VERSION_NOT_SUPPORTED
   extensions      the activated `a2a-extensions`, or EXTENSION_SUPPORT_REQUIRED; then the echo
   the servicer    called with the parsed request and the call's CallContext
+In worker mode (`a2a-grpc serve --workers N`) every call's trailers also name the process that served it.
 The checks follow the order the spec gives and run before the request is even parsed. Together they
 build one immutable CallContext per call, which is then passed explicitly, never looked up.
 """
@@ -13,7 +14,7 @@ build one immutable CallContext per call, which is then passed explicitly, never
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 import grpc
 from google.protobuf import message_factory
@@ -28,17 +29,21 @@ from a2a_grpc.interceptors.server.extensions import NO_NEGOTIATION, ExtensionNeg
 from a2a_grpc.interceptors.server.version import VersionCheck
 from a2a_grpc.protocol import A2A_SERVICE
 
-__all__ = ["BearerTokenAuthenticator", "ExtensionNegotiator", "ServerChain", "VersionCheck"]
+__all__ = ["WORKER_TRAILER", "BearerTokenAuthenticator", "ExtensionNegotiator", "ServerChain", "VersionCheck"]
+
+WORKER_TRAILER = "a2a-grpc-worker"  # the pid of the worker process that served the call
 
 # A servicer method: (request, call, grpc context) -> a response, or an async iterator of events.
 UnaryBehavior = Callable[[Any, CallContext, Any], Awaitable[Any]]
 StreamBehavior = Callable[[Any, CallContext, Any], AsyncIterator[Any]]
+Served = TypeVar("Served")
 
 
 class ServerChain:
     """`echo_unary_headers=False` echoes in the trailers alone on unary calls, where a unary client reads
     headers and trailers together anyway: grpc.aio cannot send headers with a unary response, so they
-    cost a transport operation of their own. Streams always echo in both."""
+    cost a transport operation of their own. Streams always echo in both. With `worker_pid`, every call's
+    trailers carry `a2a-grpc-worker: <worker_pid>`."""
 
     def __init__(
         self,
@@ -48,11 +53,13 @@ class ServerChain:
         bearer_tokens: Mapping[str, str] | None = None,
         negotiate_extensions: bool = True,
         echo_unary_headers: bool = False,
+        worker_pid: int | None = None,
     ) -> None:
         self._authenticate = BearerTokenAuthenticator(bearer_tokens) if bearer_tokens else None
         self._check_version = VersionCheck(missing_means=missing_version_means)
         self._negotiate = ExtensionNegotiator(registry) if negotiate_extensions else None
         self._echo_unary_headers = echo_unary_headers
+        self._worker_trailer = ((WORKER_TRAILER, str(worker_pid)),) if worker_pid is not None else ()
 
     def admit(self, method: str, context: Any) -> CallContext:
         """The call's context, once every check accepted it (each refusal raises its A2AError)."""
@@ -78,12 +85,12 @@ class ServerChain:
             parse = message_factory.GetMessageClass(method.input_type).FromString
             behavior = getattr(servicer, method.name)
             if method.server_streaming:
-                opener = self._stream(method.name, parse, behavior)
+                opener = self._stamped(self._stream(method.name, parse, behavior))
                 handler = grpc.unary_stream_rpc_method_handler(
                     guard_stream(method.name, opener), response_serializer=encode_response
                 )
             else:
-                served = self._unary(method.name, parse, behavior)
+                served = self._stamped(self._unary(method.name, parse, behavior))
                 handler = grpc.unary_unary_rpc_method_handler(
                     guard_unary(method.name, served), response_serializer=encode_response
                 )
@@ -113,3 +120,18 @@ class ServerChain:
             return behavior(parse_request(parse, request), call, context)
 
         return open_stream
+
+    def _stamped(self, handle: Callable[[bytes, Any], Awaitable[Served]]) -> Callable[[bytes, Any], Awaitable[Served]]:
+        """`handle` adding the worker trailer to the trailers the call set (the echo), or that an error
+        status keeps; `handle` itself outside worker mode."""
+        trailer = self._worker_trailer
+        if not trailer:
+            return handle
+
+        async def stamped(request: bytes, context: Any) -> Served:
+            try:
+                return await handle(request, context)
+            finally:
+                context.set_trailing_metadata((*context.trailing_metadata(), *trailer))
+
+        return stamped
