@@ -240,7 +240,7 @@ async def test_sqlite_migrates_a_version_1_file(tmp_path: Path) -> None:
     finally:
         await store.close()
     with sqlite3.connect(path) as conn:
-        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(2,)]
+        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(3,)]
 
     reopened = SqliteStore(path)  # an up-to-date file opens as it is
     await reopened.open()
@@ -252,7 +252,7 @@ async def test_sqlite_migrates_a_version_1_file(tmp_path: Path) -> None:
 
 async def test_sqlite_refuses_a_file_of_a_newer_schema(tmp_path: Path) -> None:
     path = tmp_path / "future.db"
-    write_version_1_file(path, schema_version=3)
+    write_version_1_file(path, schema_version=4)
     with pytest.raises(StoreError, match="newer than this server"):
         await SqliteStore(path).open()
     with sqlite3.connect(path) as conn:

@@ -255,7 +255,7 @@ async def test_a_version_1_database_migrates_on_open(postgres_url: str, db: asyn
     store = PostgresStore(postgres_url, pool_size=2)
     await store.open()
     try:
-        assert await db.fetch("SELECT version FROM schema_version") == [(2,)]
+        assert await db.fetch("SELECT version FROM schema_version") == [(3,)]
         task = a2a_pb2.Task(id="t1", context_id="ctx", status=status, history=[a2a_pb2.Message()])
         assert await store.load_task("t1", OWNER) == LoadedTask(task, 4, 0)
         assert await store.expired_runs(LONG_LEASE) == [("t1", OWNER)]  # run by a version 1 server: no runner
@@ -268,4 +268,4 @@ async def test_a_version_1_database_migrates_on_open(postgres_url: str, db: asyn
     reopened = PostgresStore(postgres_url, pool_size=2)
     await reopened.open()  # at the current version: nothing to migrate
     await reopened.close()
-    assert await db.fetch("SELECT version FROM schema_version") == [(2,)]
+    assert await db.fetch("SELECT version FROM schema_version") == [(3,)]

@@ -97,6 +97,17 @@ class TaskPage:
     total_size: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class PushTarget:
+    """A push-notification config with notifications due: its task's events numbered above `delivered`
+    have not been delivered to it yet (the task's log is the outbox: a config's cursor is all it adds)."""
+
+    owner: str
+    config: a2a_pb2.TaskPushNotificationConfig
+    delivered: int  # the last event delivered to this config (or given up on)
+    latest: int  # the task's last event
+
+
 class TaskStore(Protocol):
     """Where tasks and push-notification configs live. Every method is safe to call from the event loop.
 
@@ -141,8 +152,12 @@ class TaskStore(Protocol):
         """Newest status timestamp first, ties broken by task id (descending)."""
         ...
 
-    async def put_push_config(self, owner: str, config: a2a_pb2.TaskPushNotificationConfig) -> None:
-        """Create or replace the config `config.id` of task `config.task_id`."""
+    async def put_push_config(
+        self, owner: str, config: a2a_pb2.TaskPushNotificationConfig, delivered: int | None = None
+    ) -> None:
+        """Create or replace the config `config.id` of task `config.task_id`. Notifications are due for the
+        task's events numbered above `delivered`: by default above its last event (at creation; a replaced
+        config keeps its cursor)."""
         ...
 
     async def get_push_config(
@@ -157,6 +172,20 @@ class TaskStore(Protocol):
 
     async def delete_push_config(self, owner: str, task_id: str, config_id: str) -> bool:
         """True when a config was deleted."""
+        ...
+
+    async def claim_push_targets(self, claimer: str, lease_seconds: float, limit: int) -> list[PushTarget]:
+        """Up to `limit` configs with notifications due that no other claimer holds, now held by `claimer`
+        for `lease_seconds` (a claim that is not renewed lapses: another claimer may take the config)."""
+        ...
+
+    async def ack_push(self, task_id: str, config_id: str, seq: int, claimer: str, lease_seconds: float) -> bool:
+        """Events up to `seq` of the task were delivered to the config (or given up on); the claim is
+        renewed. False when `claimer` no longer holds the config (then nothing changes)."""
+        ...
+
+    async def release_push(self, task_id: str, config_id: str, claimer: str) -> None:
+        """Give up `claimer`'s hold on the config (its notifications stay due)."""
         ...
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import time
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -28,6 +29,7 @@ from a2a_grpc.store._codec import (
 from a2a_grpc.store.base import (
     EventsPrunedError,
     LoadedTask,
+    PushTarget,
     TaskEvent,
     TaskPage,
     TaskQuery,
@@ -76,6 +78,15 @@ class _Entry:
         return self.events[-1].seq if self.events else 0
 
 
+@dataclass(slots=True)
+class _Config:
+    owner: str
+    config: a2a_pb2.TaskPushNotificationConfig
+    delivered: int
+    claimed_by: str | None = None
+    claimed_until: float = 0.0  # time.monotonic()
+
+
 class MemoryStore:
     """`max_log_bytes` bounds each task's event log: the oldest events are dropped beyond it."""
 
@@ -85,7 +96,7 @@ class MemoryStore:
         self.max_log_bytes = max_log_bytes
         self._tasks: dict[str, _Entry] = {}
         self._by_owner: dict[str, dict[str, _Entry]] = {}
-        self._configs: dict[tuple[str, str], tuple[str, a2a_pb2.TaskPushNotificationConfig]] = {}
+        self._configs: dict[tuple[str, str], _Config] = {}
 
     async def open(self) -> None:
         pass
@@ -169,16 +180,26 @@ class MemoryStore:
         tasks = [_copy(e.task) if query.include_artifacts else _without_artifacts(e.task) for e in page]
         return TaskPage(tasks=tasks, next_page_token=token, total_size=total)
 
-    async def put_push_config(self, owner: str, config: a2a_pb2.TaskPushNotificationConfig) -> None:
-        self._configs[(config.task_id, config.id)] = (owner, _copy(config))
+    async def put_push_config(
+        self, owner: str, config: a2a_pb2.TaskPushNotificationConfig, delivered: int | None = None
+    ) -> None:
+        key = (config.task_id, config.id)
+        existing = self._configs.get(key)
+        if existing is None:
+            cursor = self._seq(config.task_id) if delivered is None else delivered
+            self._configs[key] = _Config(owner, _copy(config), cursor)
+            return
+        existing.owner, existing.config = owner, _copy(config)
+        if delivered is not None:
+            existing.delivered = delivered
 
     async def get_push_config(
         self, owner: str, task_id: str, config_id: str
     ) -> a2a_pb2.TaskPushNotificationConfig | None:
         found = self._configs.get((task_id, config_id))
-        if found is None or found[0] != owner:
+        if found is None or found.owner != owner:
             return None
-        return _copy(found[1])
+        return _copy(found.config)
 
     async def list_push_configs(
         self, owner: str, task_id: str, page_size: int, page_token: str
@@ -186,19 +207,48 @@ class MemoryStore:
         after = decode_config_cursor(page_token) if page_token else None
         ids = sorted(
             config_id
-            for (tid, config_id), (config_owner, _) in self._configs.items()
-            if tid == task_id and config_owner == owner and (after is None or config_id > after)
+            for (tid, config_id), found in self._configs.items()
+            if tid == task_id and found.owner == owner and (after is None or config_id > after)
         )
         page = ids[:page_size]
         token = encode_config_cursor(page[-1]) if len(ids) > len(page) and page else ""
-        return [_copy(self._configs[(task_id, config_id)][1]) for config_id in page], token
+        return [_copy(self._configs[(task_id, config_id)].config) for config_id in page], token
 
     async def delete_push_config(self, owner: str, task_id: str, config_id: str) -> bool:
         found = self._configs.get((task_id, config_id))
-        if found is None or found[0] != owner:
+        if found is None or found.owner != owner:
             return False
         del self._configs[(task_id, config_id)]
         return True
+
+    async def claim_push_targets(self, claimer: str, lease_seconds: float, limit: int) -> list[PushTarget]:
+        now = time.monotonic()
+        targets: list[PushTarget] = []
+        for found in self._configs.values():
+            if len(targets) >= limit:
+                break
+            latest = self._seq(found.config.task_id)
+            if latest > found.delivered and (found.claimed_by is None or found.claimed_until < now):
+                found.claimed_by, found.claimed_until = claimer, now + lease_seconds
+                targets.append(PushTarget(found.owner, _copy(found.config), found.delivered, latest))
+        return targets
+
+    async def ack_push(self, task_id: str, config_id: str, seq: int, claimer: str, lease_seconds: float) -> bool:
+        found = self._configs.get((task_id, config_id))
+        if found is None or found.claimed_by != claimer:
+            return False
+        found.delivered = max(found.delivered, seq)
+        found.claimed_until = time.monotonic() + lease_seconds
+        return True
+
+    async def release_push(self, task_id: str, config_id: str, claimer: str) -> None:
+        found = self._configs.get((task_id, config_id))
+        if found is not None and found.claimed_by == claimer:
+            found.claimed_by = None
+
+    def _seq(self, task_id: str) -> int:
+        entry = self._tasks.get(task_id)
+        return 0 if entry is None else entry.seq
 
 
 def _conflict(write: TaskWrite, entry: _Entry | None) -> VersionConflictError:

@@ -13,7 +13,7 @@ transaction.
 Replicas coordinate through the database too (`SharedStore`): the write leaving a task running names
 its replica as the runner, replicas keep heartbeat rows, and they hear of each other's events and of
 cancel requests through LISTEN/NOTIFY (postgres_replicas). The schema is in postgres_schema, the
-writes in postgres_writes.
+writes in postgres_writes, push-notification configs in postgres_push (outside the write queue).
 
 Text columns use the "C" collation, so ids order by code point as in the other stores. PostgreSQL text
 cannot hold NUL: a write with NUL in a stored string fails with ValueError, and a read asking for one
@@ -29,23 +29,20 @@ from typing import TYPE_CHECKING, Final, TypeAlias
 
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.ids import new_id
+from a2a_grpc.store import postgres_push as push
 from a2a_grpc.store import postgres_replicas as replicas
-from a2a_grpc.store._codec import (
-    decode_config_cursor,
-    decode_task_cursor,
-    encode_config_cursor,
-    encode_task_cursor,
-)
+from a2a_grpc.store._codec import decode_config_cursor, decode_task_cursor, encode_task_cursor
 from a2a_grpc.store.base import (
     InvalidPageTokenError,
     LoadedTask,
+    PushTarget,
     StoreError,
     TaskEvent,
     TaskPage,
     TaskQuery,
     TaskWrite,
 )
-from a2a_grpc.store.postgres_common import as_store_error, has_nul, import_asyncpg, row_count, translated
+from a2a_grpc.store.postgres_common import as_store_error, has_nul, import_asyncpg, translated
 from a2a_grpc.store.postgres_schema import RUNNING_SQL, create_schema
 from a2a_grpc.store.postgres_writes import PreparedWrite, apply_write, merge_chunks, prepare
 
@@ -68,18 +65,6 @@ _GET_TASK: Final = (
 )
 _RUNNING_TASKS: Final = f"SELECT id, owner FROM tasks WHERE state IN {RUNNING_SQL}"
 _READ_EVENTS: Final = "SELECT seq, state, body FROM task_events WHERE task_id = $1 AND seq > $2 ORDER BY seq LIMIT $3"
-
-_PUT_CONFIG: Final = (
-    "INSERT INTO push_configs (task_id, config_id, owner, blob) VALUES ($1, $2, $3, $4)"
-    " ON CONFLICT (task_id, config_id) DO UPDATE SET owner = excluded.owner, blob = excluded.blob"
-)
-_GET_CONFIG: Final = "SELECT blob FROM push_configs WHERE task_id = $1 AND config_id = $2 AND owner = $3"
-_LIST_CONFIGS: Final = (
-    "SELECT config_id, blob FROM push_configs WHERE task_id = $1 AND owner = $2"
-    " AND ($3::text IS NULL OR config_id > $3) ORDER BY config_id LIMIT $4"
-)
-_DELETE_CONFIG: Final = "DELETE FROM push_configs WHERE task_id = $1 AND config_id = $2 AND owner = $3"
-
 
 _Job: TypeAlias = tuple[PreparedWrite, asyncio.Future[None]]
 
@@ -201,45 +186,33 @@ class PostgresStore:
             async with pool.acquire() as conn, conn.transaction(isolation="repeatable_read", readonly=True):
                 return await _list_tasks(conn, query, cursor)
 
-    async def put_push_config(self, owner: str, config: a2a_pb2.TaskPushNotificationConfig) -> None:
-        pool = self._pool()
-        if has_nul(owner, config.task_id, config.id):
-            raise ValueError("a push config's owner, task id and id must not contain NUL")
-        with translated():
-            await pool.execute(_PUT_CONFIG, config.task_id, config.id, owner, config.SerializeToString())
+    async def put_push_config(
+        self, owner: str, config: a2a_pb2.TaskPushNotificationConfig, delivered: int | None = None
+    ) -> None:
+        await push.put_config(self._pool(), owner, config, delivered)
 
     async def get_push_config(
         self, owner: str, task_id: str, config_id: str
     ) -> a2a_pb2.TaskPushNotificationConfig | None:
-        pool = self._pool()
-        if has_nul(owner, task_id, config_id):
-            return None
-        with translated():
-            blob = await pool.fetchval(_GET_CONFIG, task_id, config_id, owner)
-        return None if blob is None else a2a_pb2.TaskPushNotificationConfig.FromString(blob)
+        return await push.get_config(self._pool(), owner, task_id, config_id)
 
     async def list_push_configs(
         self, owner: str, task_id: str, page_size: int, page_token: str
     ) -> tuple[list[a2a_pb2.TaskPushNotificationConfig], str]:
-        pool = self._pool()
         after = decode_config_cursor(page_token) if page_token else None
-        if after is not None and has_nul(after):
-            raise InvalidPageTokenError("invalid page token")
-        if has_nul(owner, task_id):
-            return [], ""
-        with translated():
-            rows = await pool.fetch(_LIST_CONFIGS, task_id, owner, after, page_size + 1)
-        page = rows[:page_size]
-        token = encode_config_cursor(page[-1]["config_id"]) if len(rows) > len(page) and page else ""
-        return [a2a_pb2.TaskPushNotificationConfig.FromString(row["blob"]) for row in page], token
+        return await push.list_configs(self._pool(), owner, task_id, page_size, after)
 
     async def delete_push_config(self, owner: str, task_id: str, config_id: str) -> bool:
-        pool = self._pool()
-        if has_nul(owner, task_id, config_id):
-            return False
-        with translated():
-            done = await pool.execute(_DELETE_CONFIG, task_id, config_id, owner)
-        return row_count(done) > 0
+        return await push.delete_config(self._pool(), owner, task_id, config_id)
+
+    async def claim_push_targets(self, claimer: str, lease_seconds: float, limit: int) -> list[PushTarget]:
+        return await push.claim(self._pool(), claimer, lease_seconds, limit)
+
+    async def ack_push(self, task_id: str, config_id: str, seq: int, claimer: str, lease_seconds: float) -> bool:
+        return await push.ack(self._pool(), task_id, config_id, seq, claimer, lease_seconds)
+
+    async def release_push(self, task_id: str, config_id: str, claimer: str) -> None:
+        await push.release(self._pool(), task_id, config_id, claimer)
 
     # -- SharedStore: coordination between replicas (postgres_replicas) ---------------------------
 

@@ -4,7 +4,8 @@ Version 1 holds tasks, their history, artifact chunks and push configs. Version 
 log (`task_events`, with the last event's number in `tasks.seq`) and what replicas coordinate through:
 `tasks.runner` (the replica running a SUBMITTED or WORKING task, NULL otherwise), `replicas` (a heartbeat
 per live replica) and `cancel_requests`. Tasks a version 1 server left running have no runner, so they
-count as expired runs.
+count as expired runs. Version 3 adds each push config's cursor into its task's event log (`delivered`)
+and its claim (`claimed_by`, `claimed_until`); configs stored before start at their task's last event.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from a2a_grpc.store.base import StoreError
 if TYPE_CHECKING:
     import asyncpg
 
-SCHEMA_VERSION: Final = 2
+SCHEMA_VERSION: Final = 3
 # The key of the advisory lock that makes one replica at a time create or migrate the schema.
 SCHEMA_LOCK_KEY: Final = 0x613261_67727063
 # Written inline, not as a parameter, so that the planner matches the partial index `tasks_running`.
@@ -85,6 +86,12 @@ CREATE TABLE IF NOT EXISTS cancel_requests (
 );
 CREATE INDEX IF NOT EXISTS tasks_running ON tasks (runner) WHERE state IN {RUNNING_SQL};
 """
+_SCHEMA_V3: Final = """
+ALTER TABLE push_configs ADD COLUMN IF NOT EXISTS delivered BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE push_configs ADD COLUMN IF NOT EXISTS claimed_by TEXT COLLATE "C";
+ALTER TABLE push_configs ADD COLUMN IF NOT EXISTS claimed_until TIMESTAMPTZ;
+UPDATE push_configs p SET delivered = t.seq FROM tasks t WHERE t.id = p.task_id;
+"""
 _LOCK_SCHEMA: Final = "SELECT pg_advisory_xact_lock($1)"
 _SCHEMA_VERSION: Final = "SELECT MAX(version) FROM schema_version"
 _SET_SCHEMA_VERSION: Final = f"DELETE FROM schema_version; INSERT INTO schema_version VALUES ({SCHEMA_VERSION})"
@@ -100,5 +107,5 @@ async def create_schema(conn: asyncpg.Connection) -> None:
             return
         if version is not None and version > SCHEMA_VERSION:
             raise StoreError(f"database schema version {version} is newer than this server ({SCHEMA_VERSION})")
-        await conn.execute(_SCHEMA_V1 + _SCHEMA_V2)
+        await conn.execute(_SCHEMA_V1 + _SCHEMA_V2 + _SCHEMA_V3)
         await conn.execute(_SET_SCHEMA_VERSION)

@@ -30,16 +30,11 @@ from typing import Any, Concatenate, Final, ParamSpec, TypeAlias, TypeVar
 from a2a_grpc.artifacts import apply_artifact_chunk
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.protocol import RUNNING_STATES, TERMINAL_STATES
-from a2a_grpc.store._codec import (
-    decode_config_cursor,
-    decode_task_cursor,
-    encode_config_cursor,
-    encode_task_cursor,
-    now_us,
-    status_ts_us,
-)
+from a2a_grpc.store import sqlite_push as push
+from a2a_grpc.store._codec import decode_config_cursor, decode_task_cursor, encode_task_cursor, now_us, status_ts_us
 from a2a_grpc.store.base import (
     LoadedTask,
+    PushTarget,
     StorageFullError,
     StoreError,
     TaskEvent,
@@ -170,23 +165,36 @@ class SqliteStore:
         cursor = decode_task_cursor(query.page_token) if query.page_token else None
         return await self._read(_list_tasks, query, cursor)
 
-    async def put_push_config(self, owner: str, config: a2a_pb2.TaskPushNotificationConfig) -> None:
-        await self._submit(_put_config, (config.task_id, config.id, owner, config.SerializeToString()))
+    async def put_push_config(
+        self, owner: str, config: a2a_pb2.TaskPushNotificationConfig, delivered: int | None = None
+    ) -> None:
+        await self._submit(push.put_config, (config.task_id, config.id, owner, config.SerializeToString(), delivered))
 
     async def get_push_config(
         self, owner: str, task_id: str, config_id: str
     ) -> a2a_pb2.TaskPushNotificationConfig | None:
-        return await self._read(_get_config, owner, task_id, config_id)
+        return await self._read(push.get_config, owner, task_id, config_id)
 
     async def list_push_configs(
         self, owner: str, task_id: str, page_size: int, page_token: str
     ) -> tuple[list[a2a_pb2.TaskPushNotificationConfig], str]:
         after = decode_config_cursor(page_token) if page_token else None
-        return await self._read(_list_configs, owner, task_id, page_size, after)
+        return await self._read(push.list_configs, owner, task_id, page_size, after)
 
     async def delete_push_config(self, owner: str, task_id: str, config_id: str) -> bool:
-        deleted: bool = await self._submit(_delete_config, (task_id, config_id, owner))
+        deleted: bool = await self._submit(push.delete_config, (task_id, config_id, owner))
         return deleted
+
+    async def claim_push_targets(self, claimer: str, lease_seconds: float, limit: int) -> list[PushTarget]:
+        targets: list[PushTarget] = await self._submit(push.claim, (claimer, lease_seconds, limit))
+        return targets
+
+    async def ack_push(self, task_id: str, config_id: str, seq: int, claimer: str, lease_seconds: float) -> bool:
+        held: bool = await self._submit(push.ack, (task_id, config_id, seq, claimer, lease_seconds))
+        return held
+
+    async def release_push(self, task_id: str, config_id: str, claimer: str) -> None:
+        await self._submit(push.release, (task_id, config_id, claimer))
 
     async def set_max_pages(self, pages: int) -> int:
         """Cap the file at `pages` database pages (SQLite's max_page_count; 4 KiB each by default): a write
@@ -459,19 +467,6 @@ def _next_seq(conn: sqlite3.Connection, table: str, task_id: str) -> int:
     return 0 if row[0] is None else int(row[0]) + 1
 
 
-def _put_config(conn: sqlite3.Connection, payload: tuple[str, str, str, bytes]) -> None:
-    conn.execute(
-        "INSERT INTO push_configs (task_id, config_id, owner, blob) VALUES (?, ?, ?, ?)"
-        " ON CONFLICT (task_id, config_id) DO UPDATE SET owner = excluded.owner, blob = excluded.blob",
-        payload,
-    )
-
-
-def _delete_config(conn: sqlite3.Connection, payload: tuple[str, str, str]) -> bool:
-    sql = "DELETE FROM push_configs WHERE task_id = ? AND config_id = ? AND owner = ?"
-    return conn.execute(sql, payload).rowcount > 0
-
-
 def _set_max_pages(conn: sqlite3.Connection, pages: int) -> int:
     return int(conn.execute(f"PRAGMA max_page_count = {int(pages)}").fetchone()[0])
 
@@ -561,24 +556,3 @@ def _merge_chunks(chunks: Iterable[tuple[str, int, bytes]]) -> list[a2a_pb2.Arti
     for _, append, blob in chunks:
         apply_artifact_chunk(merged, a2a_pb2.Artifact.FromString(blob), bool(append))
     return merged
-
-
-def _get_config(
-    conn: sqlite3.Connection, owner: str, task_id: str, config_id: str
-) -> a2a_pb2.TaskPushNotificationConfig | None:
-    sql = "SELECT blob FROM push_configs WHERE task_id = ? AND config_id = ? AND owner = ?"
-    row = conn.execute(sql, (task_id, config_id, owner)).fetchone()
-    return None if row is None else a2a_pb2.TaskPushNotificationConfig.FromString(row[0])
-
-
-def _list_configs(
-    conn: sqlite3.Connection, owner: str, task_id: str, page_size: int, after: str | None
-) -> tuple[list[a2a_pb2.TaskPushNotificationConfig], str]:
-    sql = (
-        "SELECT config_id, blob FROM push_configs WHERE task_id = ? AND owner = ?"
-        " AND (? IS NULL OR config_id > ?) ORDER BY config_id LIMIT ?"
-    )
-    rows = conn.execute(sql, (task_id, owner, after, after, page_size + 1)).fetchall()
-    page = rows[:page_size]
-    token = encode_config_cursor(page[-1][0]) if len(rows) > len(page) and page else ""
-    return [a2a_pb2.TaskPushNotificationConfig.FromString(blob) for _, blob in page], token

@@ -12,7 +12,7 @@ from typing import Final
 
 from a2a_grpc.store.base import StoreError
 
-SCHEMA_VERSION: Final = 2
+SCHEMA_VERSION: Final = 3
 
 _TASK_EVENTS: Final = """CREATE TABLE IF NOT EXISTS task_events (
         task_id TEXT NOT NULL,
@@ -59,6 +59,9 @@ _SCHEMA: Final = (
         config_id TEXT NOT NULL,
         owner TEXT NOT NULL,
         blob BLOB NOT NULL,
+        delivered INTEGER NOT NULL DEFAULT 0,
+        claimed_by TEXT,
+        claimed_until_us INTEGER,
         PRIMARY KEY (task_id, config_id)
     ) WITHOUT ROWID""",
 )
@@ -66,6 +69,14 @@ _SCHEMA: Final = (
 # _MIGRATIONS[n] takes a file from schema version n to n + 1.
 _MIGRATIONS: Final[dict[int, tuple[str, ...]]] = {
     1: ("ALTER TABLE tasks ADD COLUMN seq INTEGER NOT NULL DEFAULT 0", _TASK_EVENTS),
+    # Push-notification cursors and claims. A config stored before it has been notified of nothing and
+    # wants nothing of its task's past: its cursor starts at the task's last event.
+    2: (
+        "ALTER TABLE push_configs ADD COLUMN delivered INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE push_configs ADD COLUMN claimed_by TEXT",
+        "ALTER TABLE push_configs ADD COLUMN claimed_until_us INTEGER",
+        "UPDATE push_configs SET delivered = COALESCE((SELECT seq FROM tasks WHERE tasks.id = push_configs.task_id), 0)",
+    ),
 }
 
 

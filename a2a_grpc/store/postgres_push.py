@@ -1,0 +1,129 @@
+"""The PostgreSQL store's push-notification configs, each with its cursor into its task's event log and the
+claim of the replica delivering to it.
+
+Each call is one statement on a pooled connection, outside the write worker's group commit: these are not
+versioned task writes, and nothing orders them after queued task writes. Claims hold until a time of the
+database's clock, which every replica shares.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final
+
+from a2a_grpc.generated import a2a_pb2
+from a2a_grpc.store._codec import encode_config_cursor
+from a2a_grpc.store.base import InvalidPageTokenError, PushTarget
+from a2a_grpc.store.postgres_common import has_nul, row_count, translated
+
+if TYPE_CHECKING:
+    import asyncpg
+
+# The cursor of a new config defaults to its task's last event, read by the same statement.
+_PUT: Final = (
+    "INSERT INTO push_configs (task_id, config_id, owner, blob, delivered)"
+    " VALUES ($1, $2, $3, $4, COALESCE($5::bigint, (SELECT seq FROM tasks WHERE id = $1), 0))"
+    " ON CONFLICT (task_id, config_id) DO UPDATE"
+    " SET owner = excluded.owner, blob = excluded.blob, delivered = COALESCE($5::bigint, push_configs.delivered)"
+)
+_GET: Final = "SELECT blob FROM push_configs WHERE task_id = $1 AND config_id = $2 AND owner = $3"
+_LIST: Final = (
+    "SELECT config_id, blob FROM push_configs WHERE task_id = $1 AND owner = $2"
+    " AND ($3::text IS NULL OR config_id > $3) ORDER BY config_id LIMIT $4"
+)
+_DELETE: Final = "DELETE FROM push_configs WHERE task_id = $1 AND config_id = $2 AND owner = $3"
+# A config is due when its task's last event is past its cursor: a comparison across two tables, which no
+# index serves, so a claim reads configs and their tasks until it has `limit` due ones (all of them when few
+# are due): fine for thousands of configs. SKIP LOCKED passes over the configs another replica is claiming
+# right now; one it claimed after this statement began is re-read once locked, and found claimed.
+_CLAIM: Final = """
+WITH due AS (
+    SELECT p.task_id, p.config_id, t.seq AS latest
+    FROM push_configs p JOIN tasks t ON t.id = p.task_id
+    WHERE t.seq > p.delivered AND (p.claimed_until IS NULL OR p.claimed_until < now())
+    LIMIT $3
+    FOR UPDATE OF p SKIP LOCKED
+)
+UPDATE push_configs p SET claimed_by = $1, claimed_until = now() + make_interval(secs => $2)
+FROM due WHERE p.task_id = due.task_id AND p.config_id = due.config_id
+RETURNING p.owner, p.blob, p.delivered, due.latest
+"""
+_ACK: Final = (
+    "UPDATE push_configs SET delivered = GREATEST(delivered, $3), claimed_until = now() + make_interval(secs => $5)"
+    " WHERE task_id = $1 AND config_id = $2 AND claimed_by = $4"
+)
+_RELEASE: Final = (
+    "UPDATE push_configs SET claimed_by = NULL, claimed_until = NULL"
+    " WHERE task_id = $1 AND config_id = $2 AND claimed_by = $3"
+)
+
+
+async def put_config(
+    pool: asyncpg.Pool, owner: str, config: a2a_pb2.TaskPushNotificationConfig, delivered: int | None
+) -> None:
+    if has_nul(owner, config.task_id, config.id):
+        raise ValueError("a push config's owner, task id and id must not contain NUL")
+    with translated():
+        await pool.execute(_PUT, config.task_id, config.id, owner, config.SerializeToString(), delivered)
+
+
+async def get_config(
+    pool: asyncpg.Pool, owner: str, task_id: str, config_id: str
+) -> a2a_pb2.TaskPushNotificationConfig | None:
+    if has_nul(owner, task_id, config_id):
+        return None
+    with translated():
+        blob = await pool.fetchval(_GET, task_id, config_id, owner)
+    return None if blob is None else a2a_pb2.TaskPushNotificationConfig.FromString(blob)
+
+
+async def list_configs(
+    pool: asyncpg.Pool, owner: str, task_id: str, page_size: int, after: str | None
+) -> tuple[list[a2a_pb2.TaskPushNotificationConfig], str]:
+    if after is not None and has_nul(after):
+        raise InvalidPageTokenError("invalid page token")
+    if has_nul(owner, task_id):
+        return [], ""
+    with translated():
+        rows = await pool.fetch(_LIST, task_id, owner, after, page_size + 1)
+    page = rows[:page_size]
+    token = encode_config_cursor(page[-1]["config_id"]) if len(rows) > len(page) and page else ""
+    return [a2a_pb2.TaskPushNotificationConfig.FromString(row["blob"]) for row in page], token
+
+
+async def delete_config(pool: asyncpg.Pool, owner: str, task_id: str, config_id: str) -> bool:
+    if has_nul(owner, task_id, config_id):
+        return False
+    with translated():
+        done = await pool.execute(_DELETE, task_id, config_id, owner)
+    return row_count(done) > 0
+
+
+async def claim(pool: asyncpg.Pool, claimer: str, lease_seconds: float, limit: int) -> list[PushTarget]:
+    if has_nul(claimer):
+        raise ValueError("a claimer must not contain NUL")
+    with translated():
+        rows = await pool.fetch(_CLAIM, claimer, float(lease_seconds), limit)
+    return [
+        PushTarget(
+            str(row["owner"]),
+            a2a_pb2.TaskPushNotificationConfig.FromString(row["blob"]),
+            int(row["delivered"]),
+            int(row["latest"]),
+        )
+        for row in rows
+    ]
+
+
+async def ack(pool: asyncpg.Pool, task_id: str, config_id: str, seq: int, claimer: str, lease_seconds: float) -> bool:
+    if has_nul(task_id, config_id, claimer):
+        return False  # no stored config or claim holds NUL
+    with translated():
+        done = await pool.execute(_ACK, task_id, config_id, seq, claimer, float(lease_seconds))
+    return row_count(done) > 0
+
+
+async def release(pool: asyncpg.Pool, task_id: str, config_id: str, claimer: str) -> None:
+    if has_nul(task_id, config_id, claimer):
+        return
+    with translated():
+        await pool.execute(_RELEASE, task_id, config_id, claimer)

@@ -1,0 +1,104 @@
+"""The SQLite store's push-notification configs, each with its cursor into its task's event log and the claim
+of whoever delivers to it.
+
+The writes (`put_config`, `delete_config`, `claim`, `ack`, `release`) are jobs of the store's writer thread,
+run inside its transaction; the reads (`get_config`, `list_configs`) run on its reader thread. Claims hold
+until a wall-clock time in microseconds, so that they mean the same after a restart.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Final
+
+from a2a_grpc.generated import a2a_pb2
+from a2a_grpc.store._codec import encode_config_cursor, now_us
+from a2a_grpc.store.base import PushTarget
+
+# The cursor of a new config defaults to its task's last event, read by the same statement.
+_PUT: Final = (
+    "INSERT INTO push_configs (task_id, config_id, owner, blob, delivered)"
+    " VALUES (?1, ?2, ?3, ?4, COALESCE(?5, (SELECT seq FROM tasks WHERE id = ?1), 0))"
+    " ON CONFLICT (task_id, config_id) DO UPDATE"
+    " SET owner = excluded.owner, blob = excluded.blob, delivered = COALESCE(?5, delivered)"
+)
+_DELETE: Final = "DELETE FROM push_configs WHERE task_id = ? AND config_id = ? AND owner = ?"
+_GET: Final = "SELECT blob FROM push_configs WHERE task_id = ? AND config_id = ? AND owner = ?"
+_LIST: Final = (
+    "SELECT config_id, blob FROM push_configs WHERE task_id = ? AND owner = ?"
+    " AND (? IS NULL OR config_id > ?) ORDER BY config_id LIMIT ?"
+)
+# A config is due when its task's last event is past its cursor: a comparison across two tables, which no
+# index serves. So a claim reads every config (and its task's row, by primary key) until it has `limit`
+# due ones: fine for thousands of configs. Keeping each task's last event in its configs' rows would allow
+# an index of the due ones only, at the cost of an extra update in every task write that has events.
+_DUE: Final = (
+    "SELECT p.task_id, p.config_id, p.owner, p.blob, p.delivered, t.seq"
+    " FROM push_configs p JOIN tasks t ON t.id = p.task_id"
+    " WHERE t.seq > p.delivered AND (p.claimed_until_us IS NULL OR p.claimed_until_us < ?) LIMIT ?"
+)
+_CLAIM: Final = "UPDATE push_configs SET claimed_by = ?, claimed_until_us = ? WHERE task_id = ? AND config_id = ?"
+_ACK: Final = (
+    "UPDATE push_configs SET delivered = MAX(delivered, ?), claimed_until_us = ?"
+    " WHERE task_id = ? AND config_id = ? AND claimed_by = ?"
+)
+_RELEASE: Final = (
+    "UPDATE push_configs SET claimed_by = NULL, claimed_until_us = NULL"
+    " WHERE task_id = ? AND config_id = ? AND claimed_by = ?"
+)
+
+
+def put_config(conn: sqlite3.Connection, payload: tuple[str, str, str, bytes, int | None]) -> None:
+    """payload: (task id, config id, owner, serialized config, cursor or None for the default)."""
+    conn.execute(_PUT, payload)
+
+
+def delete_config(conn: sqlite3.Connection, payload: tuple[str, str, str]) -> bool:
+    """payload: (task id, config id, owner)."""
+    return conn.execute(_DELETE, payload).rowcount > 0
+
+
+def claim(conn: sqlite3.Connection, payload: tuple[str, float, int]) -> list[PushTarget]:
+    """payload: (claimer, lease in seconds, limit). The writer's transaction makes the select and the
+    update one step: no other write comes between them."""
+    claimer, lease_seconds, limit = payload
+    now = now_us()
+    rows = conn.execute(_DUE, (now, limit)).fetchall()
+    until = now + _micros(lease_seconds)
+    conn.executemany(_CLAIM, [(claimer, until, task_id, config_id) for task_id, config_id, *_ in rows])
+    return [
+        PushTarget(owner, a2a_pb2.TaskPushNotificationConfig.FromString(blob), int(delivered), int(latest))
+        for _, _, owner, blob, delivered, latest in rows
+    ]
+
+
+def ack(conn: sqlite3.Connection, payload: tuple[str, str, int, str, float]) -> bool:
+    """payload: (task id, config id, delivered event, claimer, lease in seconds)."""
+    task_id, config_id, seq, claimer, lease_seconds = payload
+    until = now_us() + _micros(lease_seconds)
+    return conn.execute(_ACK, (seq, until, task_id, config_id, claimer)).rowcount > 0
+
+
+def release(conn: sqlite3.Connection, payload: tuple[str, str, str]) -> None:
+    """payload: (task id, config id, claimer)."""
+    conn.execute(_RELEASE, payload)
+
+
+def get_config(
+    conn: sqlite3.Connection, owner: str, task_id: str, config_id: str
+) -> a2a_pb2.TaskPushNotificationConfig | None:
+    row = conn.execute(_GET, (task_id, config_id, owner)).fetchone()
+    return None if row is None else a2a_pb2.TaskPushNotificationConfig.FromString(row[0])
+
+
+def list_configs(
+    conn: sqlite3.Connection, owner: str, task_id: str, page_size: int, after: str | None
+) -> tuple[list[a2a_pb2.TaskPushNotificationConfig], str]:
+    rows = conn.execute(_LIST, (task_id, owner, after, after, page_size + 1)).fetchall()
+    page = rows[:page_size]
+    token = encode_config_cursor(page[-1][0]) if len(rows) > len(page) and page else ""
+    return [a2a_pb2.TaskPushNotificationConfig.FromString(blob) for _, blob in page], token
+
+
+def _micros(seconds: float) -> int:
+    return round(seconds * 1_000_000)
