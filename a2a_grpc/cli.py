@@ -15,6 +15,8 @@ from typing import Any
 from a2a_grpc.card import CardError
 from a2a_grpc.cli_client import add_client_parsers, run_client_command
 from a2a_grpc.extensions import MAX_EXTENSION_PAYLOAD_BYTES
+from a2a_grpc.push.service import PushSettings
+from a2a_grpc.push.worker import DeliverySettings
 from a2a_grpc.server import DEFAULT_STORE_URL, A2AServer, ServerSettings
 from a2a_grpc.servicer import MAX_LIST_PAGE_BYTES
 from a2a_grpc.store import StoreError
@@ -177,6 +179,7 @@ def add_serve_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
         help="with a shared store: how often to poll for other replicas' events while notifications are down "
         "[A2A_GRPC_POLL_INTERVAL]",
     )
+    add_push_arguments(serve)
     serve.add_argument(
         "--workers",
         type=_positive_count,
@@ -186,6 +189,78 @@ def add_serve_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
     )
     serve.add_argument(
         "--log-level", default=_env("LOG_LEVEL", "INFO"), help="DEBUG, INFO, WARNING or ERROR [A2A_GRPC_LOG_LEVEL]"
+    )
+
+
+def add_push_arguments(serve: argparse.ArgumentParser) -> None:
+    """How push notifications are delivered, for a card that declares pushNotifications."""
+    serve.add_argument(
+        "--push-allow",
+        action="append",
+        default=_list_env("PUSH_ALLOW"),
+        help="HOST or CIDR webhooks may reach although it is private, loopback or link-local; repeat or "
+        "comma-join [A2A_GRPC_PUSH_ALLOW]",
+    )
+    serve.add_argument(
+        "--push-allow-http",
+        action="store_true",
+        default=_env("PUSH_ALLOW_HTTP", "") in ("1", "true", "yes"),
+        help="webhooks may be plain http:// URLs [A2A_GRPC_PUSH_ALLOW_HTTP]",
+    )
+    serve.add_argument(
+        "--push-signing-key",
+        action="append",
+        default=_list_env("PUSH_SIGNING_KEY"),
+        help="PEM private key (RSA or EC P-256) that signs notifications; repeat to publish the next key too, "
+        "the first signs [A2A_GRPC_PUSH_SIGNING_KEY]",
+    )
+    serve.add_argument(
+        "--push-status-only",
+        action="store_true",
+        default=_env("PUSH_STATUS_ONLY", "") in ("1", "true", "yes"),
+        help="notify status changes only, not artifact updates [A2A_GRPC_PUSH_STATUS_ONLY]",
+    )
+    serve.add_argument(
+        "--push-max-attempts",
+        type=_positive_count,
+        default=_env("PUSH_MAX_ATTEMPTS", str(DeliverySettings().max_attempts)),
+        help="attempts at one notification before it is given up on [A2A_GRPC_PUSH_MAX_ATTEMPTS]",
+    )
+    serve.add_argument(
+        "--push-max-age",
+        type=_seconds,
+        default=_env("PUSH_MAX_AGE", str(DeliverySettings().max_age_seconds)),
+        help="seconds after its first attempt that a notification is given up on [A2A_GRPC_PUSH_MAX_AGE]",
+    )
+    serve.add_argument(
+        "--push-timeout",
+        type=_seconds,
+        default=_env("PUSH_TIMEOUT", "10"),
+        help="seconds one delivery attempt may take [A2A_GRPC_PUSH_TIMEOUT]",
+    )
+
+
+def _list_env(name: str) -> list[str]:
+    value = _env(name, None)
+    return [value] if value else []
+
+
+def _split(values: Sequence[str]) -> tuple[str, ...]:
+    return tuple(item.strip() for value in values for item in value.split(",") if item.strip())
+
+
+def push_settings(args: argparse.Namespace) -> PushSettings:
+    delivery = DeliverySettings(
+        status_only=args.push_status_only,
+        max_attempts=args.push_max_attempts,
+        max_age_seconds=args.push_max_age,
+    )
+    return PushSettings(
+        allow=_split(args.push_allow),
+        allow_http=args.push_allow_http,
+        signing_keys=_split(args.push_signing_key),
+        timeout_seconds=args.push_timeout,
+        delivery=delivery,
     )
 
 
@@ -217,11 +292,12 @@ def serve(args: argparse.Namespace, argv: Sequence[str]) -> int:
         store_pool_size=args.store_pool_size,
         lease_seconds=args.lease_seconds,
         poll_seconds=args.poll_interval,
+        push=push_settings(args),
         worker_mode=worker is not None,
     )
     try:
         server = A2AServer(settings)
-    except (CardError, ValueError, ImportError, AttributeError) as error:
+    except (CardError, ValueError, ImportError, AttributeError, OSError) as error:
         print(f"a2a-grpc: {error}", file=sys.stderr)
         return 2
     return run_async(_serve(server, f"{worker}/{args.workers}" if worker is not None else None))

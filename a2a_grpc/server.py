@@ -25,10 +25,12 @@ from a2a_grpc.agents.echo import EchoAgent
 from a2a_grpc.card import GRPC_BINDING, CardError, card_json, complete_card, load_card, register_card_extensions
 from a2a_grpc.extensions import MAX_EXTENSION_PAYLOAD_BYTES, ExtensionRegistry
 from a2a_grpc.generated import a2a_pb2
+from a2a_grpc.ids import new_id
 from a2a_grpc.interceptors.server import ServerChain
 from a2a_grpc.interceptors.server.services import GuardedServices
 from a2a_grpc.network_logs import HttpServerLog, quiet_grpc_metadata_logs
 from a2a_grpc.protocol import AGENT_CARD_PATH, SERVICE_NAME
+from a2a_grpc.push.service import JWKS_PATH, PushService, PushSettings
 from a2a_grpc.reflection import add_reflection
 from a2a_grpc.servicer import MAX_LIST_PAGE_BYTES, A2AServicer
 from a2a_grpc.store import TaskStore, open_store
@@ -67,6 +69,7 @@ class ServerSettings:
     store_pool_size: int = 10  # connections to a PostgreSQL store
     lease_seconds: float = LEASE_SECONDS  # with a shared store: a replica silent this long has died
     poll_seconds: float = POLL_SECONDS  # with a shared store: polling while notifications are down
+    push: PushSettings = field(default_factory=PushSettings)  # for a card that declares pushNotifications
 
 
 def load_agent(spec: str | None) -> AgentExecutor:
@@ -154,6 +157,7 @@ class A2AServer:
         self.registry = ExtensionRegistry(declared_extensions(self.agent))
         self.card, self.extended_card = _serving_cards(settings, self.registry)
         self.store = store if store is not None else open_store(settings.store_url, settings.store_pool_size)
+        self.push = self._push_service() if self.card.capabilities.push_notifications else None
         self.manager = TaskManager(
             self.store,
             self.agent,
@@ -161,6 +165,7 @@ class A2AServer:
             subscriber_buffer_bytes=settings.max_subscriber_buffer_bytes,
             lease_seconds=settings.lease_seconds,
             poll_seconds=settings.poll_seconds,
+            on_push_due=self.push.wake if self.push is not None else None,
         )
         self.health = health.aio.HealthServicer()
         self._health_updates: set[asyncio.Future[None]] = set()
@@ -169,11 +174,18 @@ class A2AServer:
         self._server: grpc.aio.Server | None = None
         self._http: web.AppRunner | None = None
 
+    def _push_service(self) -> PushService:
+        claimer = getattr(self.store, "replica_id", "") or new_id()  # replicas claim webhooks as themselves
+        issuer = next((i.url for i in self.card.supported_interfaces if i.protocol_binding == GRPC_BINDING), "")
+        return PushService(self.settings.push, self.store, claimer, issuer)
+
     async def start(self) -> None:
         await self.store.open()
         orphans = await self.manager.start()
         if orphans:
             log.warning("failed %d task(s) left running by a previous server process", orphans)
+        if self.push is not None:
+            self.push.start()
         settings = self.settings
         chain = ServerChain(
             self.registry,
@@ -202,6 +214,7 @@ class A2AServer:
             self.extended_card,
             settings.max_list_page_bytes,
             max_extension_payload_bytes=settings.max_extension_payload_bytes,
+            check_webhook=self.push.check_webhook if self.push is not None else None,
         )
         handlers = chain.method_handlers(servicer)
         server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE_NAME, handlers),))
@@ -275,6 +288,13 @@ class A2AServer:
 
         app = web.Application()
         app.router.add_get(AGENT_CARD_PATH, agent_card)
+        jwks = self.push.jwks() if self.push is not None else None
+        if jwks is not None:
+
+            async def signing_keys(request: web.Request) -> web.Response:
+                return web.json_response(jwks, headers={"Cache-Control": "public, max-age=300"})
+
+            app.router.add_get(JWKS_PATH, signing_keys)
         runner = web.AppRunner(app, access_log=None, logger=HttpServerLog(server_logger))
         await runner.setup()
         self._http = runner
@@ -308,6 +328,8 @@ class A2AServer:
             await self._http.cleanup()
             self._http = None
         failed += await self.manager.close()
+        if self.push is not None:
+            await self.push.stop()
         await self.store.close()
         return failed
 

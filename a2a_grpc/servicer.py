@@ -8,7 +8,7 @@ here is an `A2AError`, which the chain's error layer turns into a rich gRPC stat
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeAlias
 
 from google.protobuf import empty_pb2
@@ -27,6 +27,7 @@ from a2a_grpc.errors import (
 from a2a_grpc.extensions import MAX_EXTENSION_PAYLOAD_BYTES, ExtensionPayload, ExtensionRegistry, oversized_payloads
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.protocol import STREAM_AFTER_HEADER
+from a2a_grpc.push.guard import PushTargetRefused
 from a2a_grpc.store import TaskQuery
 from a2a_grpc.tasks import Subscriber, SubscriptionStoppedError, TaskManager, TaskRun, task_view, wait_durable
 from a2a_grpc.validation import (
@@ -60,7 +61,9 @@ class A2AServicer:
         max_list_page_bytes: int = MAX_LIST_PAGE_BYTES,
         *,
         max_extension_payload_bytes: int = MAX_EXTENSION_PAYLOAD_BYTES,
+        check_webhook: Callable[[str], Awaitable[None]] | None = None,
     ) -> None:
+        self._check_webhook = check_webhook
         self.manager = manager
         self.max_list_page_bytes = max_list_page_bytes
         self.max_extension_payload_bytes = max_extension_payload_bytes
@@ -81,11 +84,9 @@ class A2AServicer:
             raise PushNotificationNotSupportedError("this agent does not send push notifications")
         validate_send(request)
         if push_config:
-            validate_push_config(
-                configuration.task_push_notification_config,
-                "configuration.task_push_notification_config.",
-                needs_task_id=False,
-            )
+            path = "configuration.task_push_notification_config."
+            validate_push_config(configuration.task_push_notification_config, path, needs_task_id=False)
+            await self._check_destination(configuration.task_push_notification_config.url, path)
         if call.activated_extensions:
             payloads = self.extensions.schema_payloads(call.activated_extensions, request)
             if payloads:
@@ -108,7 +109,7 @@ class A2AServicer:
         if configuration.HasField("task_push_notification_config") and await run.opened is None:
             config = configuration.task_push_notification_config
             config.task_id = run.task_id
-            await self.manager.put_push_config(config, call)
+            await self.manager.put_push_config(config, call, from_start=True)
 
     async def SendMessage(self, request: a2a_pb2.SendMessageRequest, call: CallContext, context: Context) -> bytes:
         """Answers a SendMessageResponse, already encoded (see a2a_grpc.encoding)."""
@@ -205,7 +206,19 @@ class A2AServicer:
     ) -> a2a_pb2.TaskPushNotificationConfig:
         self._require_push()
         validate_push_config(request)
+        await self._check_destination(request.url, "")
         return await self.manager.put_push_config(request, call)
+
+    async def _check_destination(self, url: str, path: str) -> None:
+        """Refuse a webhook the push worker would refuse to dial (INVALID_ARGUMENT naming the field)."""
+        if self._check_webhook is None:
+            return
+        try:
+            await self._check_webhook(url)
+        except PushTargetRefused as refused:
+            raise InvalidRequestError(
+                f"{path}{refused.field} is not an allowed webhook", violations=[(path + refused.field, refused.reason)]
+            ) from None
 
     async def GetTaskPushNotificationConfig(
         self, request: a2a_pb2.GetTaskPushNotificationConfigRequest, call: CallContext, context: Context

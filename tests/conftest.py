@@ -11,11 +11,12 @@ from typing import Any
 import grpc
 import pytest
 from google.rpc import error_details_pb2, status_pb2
-from pg_cluster import PostgresUnavailable, fresh_database, start_cluster
 
 from a2a_grpc.agent import AgentExecutor
 from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
+from a2a_grpc.push.service import PushSettings
 from a2a_grpc.server import A2AServer, ServerSettings
+from bench.pg_cluster import PostgresUnavailable, fresh_database, start_cluster
 
 V1 = (("a2a-version", "1.0"),)
 
@@ -30,6 +31,11 @@ BASE_CARD: dict[str, Any] = {
 }
 
 StartServer = Callable[..., Awaitable[A2AServer]]
+
+# Test servers may push to webhooks on this machine only, and tests that never read their notifications
+# point configs at DEAD_HOOK: a loopback port nothing listens on, so no test sends anything elsewhere.
+LOOPBACK_PUSH = PushSettings(allow=("127.0.0.1",), allow_http=True)
+DEAD_HOOK = "http://127.0.0.1:9/hook"
 
 
 @pytest.fixture
@@ -50,6 +56,7 @@ async def start_server(tmp_path: Path) -> AsyncIterator[StartServer]:
     ) -> A2AServer:
         card_path = tmp_path / f"card-{len(servers)}.json"
         card_path.write_text(json.dumps(card if card is not None else BASE_CARD))
+        settings.setdefault("push", LOOPBACK_PUSH)
         server = A2AServer(
             ServerSettings(
                 listen="127.0.0.1:0",
@@ -87,7 +94,7 @@ def stub(channel: grpc.aio.Channel) -> a2a_pb2_grpc.A2AServiceStub:
 
 @pytest.fixture(scope="session")
 def postgres_server() -> Iterator[str]:
-    """Base URL of a real PostgreSQL: $A2A_GRPC_TEST_POSTGRES_URL, else a throwaway cluster (pg_cluster.py).
+    """Base URL of a real PostgreSQL: $A2A_GRPC_TEST_POSTGRES_URL, else a throwaway cluster (bench/pg_cluster.py).
 
     Without the server binaries the tests that use it are skipped, or fail when A2A_GRPC_REQUIRE_POSTGRES=1 (CI).
     """

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import grpc
 from agents import PacedAgent
-from conftest import BASE_CARD, V1, StartServer, bad_request, error_info, send_request, user_message
+from conftest import BASE_CARD, DEAD_HOOK, V1, StartServer, bad_request, error_info, send_request, user_message
 from google.protobuf import struct_pb2
 from rpc_helpers import make_stub, rpc_error
 
@@ -193,7 +193,7 @@ async def test_capability_is_checked_before_validation(start_server: StartServer
     server = await start_server(card=card)
     async with grpc.aio.insecure_channel(server.grpc_target) as channel, asyncio.timeout(20):
         stub = make_stub(channel)
-        push = a2a_pb2.TaskPushNotificationConfig(url="https://hooks.example/a2a")
+        push = a2a_pb2.TaskPushNotificationConfig(url=DEAD_HOOK)
         configuration = a2a_pb2.SendMessageConfiguration(task_push_notification_config=push)
         no_parts = a2a_pb2.Message(message_id="m", role=a2a_pb2.ROLE_USER)
         request = a2a_pb2.SendMessageRequest(message=no_parts, configuration=configuration)

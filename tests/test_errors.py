@@ -23,7 +23,7 @@ from agents import (
     RequiredExtensionAgent,
     SilentAgent,
 )
-from conftest import BASE_CARD, V1, StartServer, bad_request, rich_status, send_request, user_message
+from conftest import BASE_CARD, DEAD_HOOK, V1, StartServer, bad_request, rich_status, send_request, user_message
 from rpc_helpers import (
     TEST_SECONDS,
     Stub,
@@ -59,7 +59,7 @@ TaskState = a2a_pb2.TaskState
 NOT_FOUND = grpc.StatusCode.NOT_FOUND
 FAILED_PRECONDITION = grpc.StatusCode.FAILED_PRECONDITION
 INVALID_ARGUMENT = grpc.StatusCode.INVALID_ARGUMENT
-HOOK = "https://push.invalid/hook"
+HOOK = DEAD_HOOK
 
 Connect = Callable[..., Any]
 

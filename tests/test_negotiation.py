@@ -19,7 +19,7 @@ from typing import Any
 
 import grpc
 import pytest
-from conftest import BASE_CARD, StartServer, error_info, send_request
+from conftest import BASE_CARD, DEAD_HOOK, StartServer, error_info, send_request
 from google.protobuf import message as protobuf_message
 
 from a2a_grpc.agent import EventPublisher, RequestContext
@@ -216,9 +216,7 @@ REQUESTS: dict[str, Callable[[], protobuf_message.Message]] = {
     "ListTasks": a2a_pb2.ListTasksRequest,
     "CancelTask": lambda: a2a_pb2.CancelTaskRequest(id=NO_SUCH_TASK),
     "SubscribeToTask": lambda: a2a_pb2.SubscribeToTaskRequest(id=NO_SUCH_TASK),
-    "CreateTaskPushNotificationConfig": lambda: a2a_pb2.TaskPushNotificationConfig(
-        task_id=NO_SUCH_TASK, url="https://example.com/webhook"
-    ),
+    "CreateTaskPushNotificationConfig": lambda: a2a_pb2.TaskPushNotificationConfig(task_id=NO_SUCH_TASK, url=DEAD_HOOK),
     "GetTaskPushNotificationConfig": lambda: a2a_pb2.GetTaskPushNotificationConfigRequest(
         task_id=NO_SUCH_TASK, id="config"
     ),

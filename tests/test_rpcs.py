@@ -12,7 +12,7 @@ from typing import Any
 import grpc
 import pytest
 from agents import CancelProbeAgent, PacedAgent
-from conftest import BASE_CARD, V1, StartServer, send_request, user_message
+from conftest import BASE_CARD, DEAD_HOOK, V1, StartServer, send_request, user_message
 from google.protobuf import empty_pb2
 from rpc_helpers import (
     TEST_SECONDS,
@@ -31,7 +31,7 @@ from a2a_grpc.generated import a2a_pb2
 
 TaskState = a2a_pb2.TaskState
 FAILED_PRECONDITION = grpc.StatusCode.FAILED_PRECONDITION
-HOOK = "https://push.invalid/hook"  # .invalid never resolves: no test reaches a real webhook
+HOOK = DEAD_HOOK
 
 
 @pytest.fixture

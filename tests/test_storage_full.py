@@ -10,7 +10,7 @@ from pathlib import Path
 
 import grpc
 import pytest
-from conftest import V1, StartServer, send_request
+from conftest import DEAD_HOOK, V1, StartServer, send_request
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from rpc_helpers import TEST_SECONDS, Stub, assert_error, make_stub, rpc_error, stream_error, wait_for_state
 
@@ -58,7 +58,7 @@ def error_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
 
 async def assert_storage_full(stub: Stub, task_id: str) -> None:
     """Every kind of write answers UNAVAILABLE STORAGE_UNAVAILABLE with a message a caller can act on."""
-    config = a2a_pb2.TaskPushNotificationConfig(task_id=task_id, url="https://hook.example/a", token=BIG)
+    config = a2a_pb2.TaskPushNotificationConfig(task_id=task_id, url=DEAD_HOOK, token=BIG)
     errors = [
         *[await rpc_error(stub.SendMessage(send_request(f"{BIG} {i}"), metadata=V1)) for i in range(3)],
         await stream_error(stub.SendStreamingMessage(send_request(f"{BIG} stream"), metadata=V1)),
@@ -144,7 +144,7 @@ async def test_a_task_whose_write_was_refused_is_failed_once_the_store_takes_wri
 
             await store.set_max_pages(ROOM)
             await stub.CreateTaskPushNotificationConfig(
-                a2a_pb2.TaskPushNotificationConfig(task_id=stuck.id, url="https://hook.example/a"), metadata=V1
+                a2a_pb2.TaskPushNotificationConfig(task_id=stuck.id, url=DEAD_HOOK), metadata=V1
             )
             failed = await wait_for_state(stub, stuck.id, [a2a_pb2.TASK_STATE_FAILED])
             assert "store was full" in failed.status.message.parts[0].text

@@ -10,7 +10,7 @@ from typing import Any
 import grpc
 import pytest
 from agents import CancelProbeAgent, PacedAgent, chunk_text
-from conftest import V1, StartServer, send_request, user_message
+from conftest import DEAD_HOOK, V1, StartServer, send_request, user_message
 from rpc_helpers import (
     TEST_SECONDS,
     Clients,
@@ -76,7 +76,7 @@ async def test_send_stream_starts_with_a_snapshot_keeps_order_and_closes_on_term
         stub = clients.stub(server)
         request = send_request("go")
         if with_push_config:
-            request.configuration.task_push_notification_config.url = "https://push.invalid/hook"
+            request.configuration.task_push_notification_config.url = DEAD_HOOK
         items = await read_all(stub.SendStreamingMessage(request, metadata=V1))
         assert kinds(items) == ["task", "status_update", *["artifact_update"] * chunks, "status_update"]
         snapshot = items[0].task

@@ -86,8 +86,10 @@ class TaskManager:
         subscriber_buffer_bytes: int = SUBSCRIBER_BUFFER_BYTES,
         lease_seconds: float = LEASE_SECONDS,
         poll_seconds: float = POLL_SECONDS,
+        on_push_due: Callable[[str], None] | None = None,
     ) -> None:
         self.store = store
+        self._on_push_due = on_push_due
         self._replicas = (
             ReplicaKeeper(
                 cast(SharedStore, store),
@@ -180,12 +182,20 @@ class TaskManager:
     # ---- push notification configs -------------------------------------------------------------
 
     async def put_push_config(
-        self, config: a2a_pb2.TaskPushNotificationConfig, call: CallContext
+        self, config: a2a_pb2.TaskPushNotificationConfig, call: CallContext, *, from_start: bool = False
     ) -> a2a_pb2.TaskPushNotificationConfig:
-        """Create or replace a config of a task the caller sees; a config without an id gets one."""
+        """Create or replace a config of a task the caller sees; a config without an id gets one. It is
+        notified of the task's events from now on, or `from_start` of every one (a config sent with the
+        message that created the task, stored once the task is shown)."""
         await self.get_task(config.task_id, call)
         config.id = config.id or new_id()
-        await self._write_config(self.store.put_push_config(call.principal, config))
+        delivered = 0 if from_start else None
+        await self._write_config(self.store.put_push_config(call.principal, config, delivered))
+        live = self._live.get(config.task_id)
+        if live is not None:
+            live.has_push = True
+        if self._on_push_due is not None:
+            self._on_push_due(config.task_id)
         return config
 
     async def get_push_config(
@@ -397,6 +407,8 @@ class TaskManager:
             error = self._write_failed(live, error)
         elif self._storage_full:
             self._storage_accepted()
+        if error is None and live.has_push and self._on_push_due is not None:
+            self._on_push_due(live.task.id)
         if durable.done():
             return
         if error is None:

@@ -1,0 +1,67 @@
+"""Push notifications as the server runs them: settings, the webhook check at config time, the worker."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+
+from a2a_grpc.push.guard import AddressPolicy
+from a2a_grpc.push.sender import PushSender
+from a2a_grpc.push.signing import PushSigner
+from a2a_grpc.push.worker import DeliverySettings, PushWorker
+from a2a_grpc.store.base import TaskStore
+
+JWKS_PATH = "/.well-known/jwks.json"
+
+
+@dataclass(frozen=True)
+class PushSettings:
+    allow: tuple[str, ...] = ()  # hosts and CIDRs webhooks may reach although private or local
+    allow_http: bool = False  # webhooks may be plain http:// URLs
+    signing_keys: tuple[str, ...] = ()  # PEM private key files: the first signs, all are published
+    timeout_seconds: float = 10.0  # one delivery attempt
+    delivery: DeliverySettings = field(default_factory=DeliverySettings)
+
+
+class PushService:
+    """Checks webhook URLs when configs are set, and delivers notifications once started."""
+
+    def __init__(self, settings: PushSettings, store: TaskStore, claimer: str, issuer: str) -> None:
+        self.settings = settings
+        self.policy = AddressPolicy(settings.allow, settings.allow_http)
+        self.signer = PushSigner.from_pem_files(settings.signing_keys, issuer) if settings.signing_keys else None
+        self._store = store
+        self._claimer = claimer
+        self._resolver: aiohttp.ThreadedResolver | None = None
+        self._worker: PushWorker | None = None
+
+    def start(self) -> None:
+        self._resolver = aiohttp.ThreadedResolver()
+        sender = PushSender(self.policy, timeout_seconds=self.settings.timeout_seconds, signer=self.signer)
+        self._worker = PushWorker(self._store, sender, self._claimer, self.settings.delivery)
+        self._worker.start()
+
+    async def stop(self) -> None:
+        if self._worker is not None:
+            await self._worker.stop()
+            self._worker = None
+        if self._resolver is not None:
+            await self._resolver.close()
+            self._resolver = None
+
+    def wake(self, task_id: str) -> None:
+        """The task stored events and has push configs: deliver now rather than at the next sweep."""
+        if self._worker is not None:
+            self._worker.wake(task_id)
+
+    async def check_webhook(self, url: str) -> None:
+        """Raise PushTargetRefused for a URL the worker would refuse to dial (its resolved addresses too)."""
+        if self._resolver is None:
+            self.policy.check_url(url)
+            return
+        await self.policy.check_destination(url, self._resolver)
+
+    def jwks(self) -> dict[str, Any] | None:
+        return self.signer.jwks() if self.signer is not None else None
