@@ -199,7 +199,7 @@ def add_push_arguments(serve: argparse.ArgumentParser) -> None:
         action="append",
         default=_list_env("PUSH_ALLOW"),
         help="HOST or CIDR webhooks may reach although it is private, loopback or link-local; repeat or "
-        "comma-join [A2A_GRPC_PUSH_ALLOW]",
+        "comma-join [A2A_GRPC_PUSH_ALLOW] (default: none: only public addresses)",
     )
     serve.add_argument(
         "--push-allow-http",
@@ -212,7 +212,7 @@ def add_push_arguments(serve: argparse.ArgumentParser) -> None:
         action="append",
         default=_list_env("PUSH_SIGNING_KEY"),
         help="PEM private key (RSA or EC P-256) that signs notifications; repeat to publish the next key too, "
-        "the first signs [A2A_GRPC_PUSH_SIGNING_KEY]",
+        "the first signs [A2A_GRPC_PUSH_SIGNING_KEY] (default: none: notifications are not signed)",
     )
     serve.add_argument(
         "--push-status-only",

@@ -143,7 +143,8 @@ class ResumingStream(EventStream):
                     resumed = False
                     failures = 0
                     seq = event_seq(event)
-                    self._last = seq if seq is not None else self._last
+                    if seq is not None and (self._last is None or not event.HasField("task")):
+                        self._last = seq  # a first task's number runs ahead of the events replayed after it
                     yield event
                 return
             except (UnavailableError, grpc.aio.AioRpcError) as error:

@@ -170,6 +170,12 @@ class AbortedError(A2AError):
     code = grpc.StatusCode.ABORTED
 
 
+class TaskChangedError(AbortedError):
+    """Not an A2A error: another request (on another replica) changed the task first; read it and retry."""
+
+    reason = "TASK_CHANGED"
+
+
 class OutOfRangeError(A2AError):
     code = grpc.StatusCode.OUT_OF_RANGE
 
@@ -228,6 +234,7 @@ ERROR_TABLE: tuple[type[A2AError], ...] = (
     PermissionDeniedError,
     InternalError,
     StorageUnavailableError,
+    TaskChangedError,
 )
 ERROR_BY_REASON: dict[str, type[A2AError]] = {
     **{cls.reason: cls for cls in ERROR_TABLE},

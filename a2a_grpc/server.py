@@ -61,7 +61,7 @@ class ServerSettings:
     # their headers (before the first event) and trailers.
     echo_unary_headers: bool = False
     max_list_page_bytes: int = MAX_LIST_PAGE_BYTES  # a ListTasks page ends early past this size
-    max_subscriber_buffer_bytes: int = SUBSCRIBER_BUFFER_BYTES  # a stream this far behind its task is cut
+    max_subscriber_buffer_bytes: int = SUBSCRIBER_BUFFER_BYTES  # a stream this far behind reads the event log
     max_extension_payload_bytes: int = MAX_EXTENSION_PAYLOAD_BYTES  # one payload, serialized; larger: INVALID_ARGUMENT
     # One of the processes of `a2a-grpc serve --workers N`: both ports are shared with the others
     # (SO_REUSEPORT), and every A2A call's trailers name this process.
@@ -146,7 +146,7 @@ def _check_not_in_use(listen: str) -> None:
 
 
 class A2AServer:
-    """One agent served over gRPC (and its card over HTTP). `start`, then `stop` or `serve_until`."""
+    """One agent served over gRPC (and its card over HTTP). `start`, then `stop`."""
 
     def __init__(self, settings: ServerSettings, agent: AgentExecutor | None = None, store: TaskStore | None = None):
         self.settings = settings
@@ -327,15 +327,10 @@ class A2AServer:
         if self._http is not None:
             await self._http.cleanup()
             self._http = None
-        failed += await self.manager.close()
-        if self.push is not None:
-            await self.push.stop()
-        await self.store.close()
-        return failed
-
-    async def serve_until(self, stop: asyncio.Event) -> None:
-        await self.start()
         try:
-            await stop.wait()
+            failed += await self.manager.close()
         finally:
-            await self.stop()
+            if self.push is not None:
+                await self.push.stop()
+            await self.store.close()
+        return failed

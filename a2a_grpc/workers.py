@@ -141,7 +141,12 @@ class Supervisor:
 
     async def _start(self, index: int) -> None:
         env = {**os.environ, WORKER_ENV: str(index)}
-        self._workers[index] = await asyncio.create_subprocess_exec(*self._command, env=env, stdin=self._lifeline[0])
+        self._workers[index] = await asyncio.create_subprocess_exec(
+            *self._command,
+            env=env,
+            stdin=self._lifeline[0],
+            start_new_session=True,  # signals come from here only
+        )
 
     async def _supervise(self, stop: asyncio.Event) -> int:
         stopping = asyncio.ensure_future(stop.wait())

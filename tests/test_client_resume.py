@@ -89,3 +89,23 @@ async def test_without_resume_a_cut_subscription_raises_unavailable(tmp_path: Pa
         with pytest.raises(UnavailableError):
             async with asyncio.timeout(10):
                 await anext(events)
+
+
+async def test_a_resuming_subscription_from_an_event_keeps_its_cursor_until_events_arrive(tmp_path: Path) -> None:
+    """The first task of `after=1` is numbered past the events replayed after it: a cut right after it
+    resumes after event 1 still, so events 2 and on are not lost."""
+    server = await started(tmp_path)
+    target = server.grpc_target
+    async with A2AClient(target) as client:
+        task_id = await waiting_task(client)
+        events = aiter(client.subscribe(task_id, after=1, resume=True))
+        snapshot = await anext(events)
+        await server.stop(0)
+        restarted = await started(tmp_path, listen=target)
+        try:
+            async with asyncio.timeout(10):
+                replayed = [await anext(events) for _ in range(FIRST_STEPS)]
+        finally:
+            await restarted.stop(0)
+    assert event_seq(snapshot) == FIRST_STEPS + 1
+    assert [event_seq(event) for event in replayed] == list(range(2, FIRST_STEPS + 2))

@@ -130,11 +130,14 @@ async def wait_for_ticks(stub: Stub, task_id: str, count: int) -> None:
 
 
 async def test_a_killed_replicas_task_is_failed_once_after_its_lease(tmp_path: Path, postgres_url: str) -> None:
+    """B and C both watch the task when A dies: whichever fails it, both streams end with that one FAILED."""
     with ExitStack() as stack:
         a, b, c = replicas(stack, tmp_path, postgres_url, 3)
         async with stubs(a, b, c) as (to_a, to_b, to_c), asyncio.timeout(TEST_SECONDS):
             task = await start_task(to_a, "tick 1000 0.05")
             await wait_for_ticks(to_b, task.id, 2)
+            request = a2a_pb2.SubscribeToTaskRequest(id=task.id)
+            watches = [asyncio.ensure_future(read_stream(stub, request)) for stub in (to_b, to_c)]
             killed_at = time.monotonic()
             a.process.send_signal(signal.SIGKILL)
             failed = await final_task(to_b, task.id)
@@ -142,10 +145,30 @@ async def test_a_killed_replicas_task_is_failed_once_after_its_lease(tmp_path: P
             assert failed.status.state == FAILED
             assert "lease expired" in failed.status.message.parts[0].text
             assert LEASE_SECONDS * 0.5 < waited < LEASE_SECONDS * 6
-            request = a2a_pb2.SubscribeToTaskRequest(id=task.id)
-            log = [e async for e in to_c.SubscribeToTask(request, metadata=(*RESUME, (STREAM_AFTER_HEADER, "0")))]
-    finals = [e for e in log if e.HasField("status_update") and e.status_update.status.state in TERMINAL]
-    assert len(finals) == 1  # failed by B or by C, not by both
+            watched = await asyncio.gather(*watches)
+    for events in watched:
+        assert gap_free(numbers_of(events))
+        assert events[-1].status_update.status == failed.status
+
+
+async def read_stream(stub: Stub, request: a2a_pb2.SubscribeToTaskRequest) -> list[a2a_pb2.StreamResponse]:
+    return [event async for event in stub.SubscribeToTask(request, metadata=RESUME)]
+
+
+async def test_a_message_to_a_task_running_on_another_replica_is_refused(two: list[ServerProcess]) -> None:
+    async with stubs(*two) as (a, b), asyncio.timeout(TEST_SECONDS):
+        task = await start_task(a, "tick 1000 0.05")
+        follow_up = text_message("tick 1 0")
+        follow_up.task_id = task.id
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await b.SendMessage(a2a_pb2.SendMessageRequest(message=follow_up), metadata=V1)
+        assert refused.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        await wait_for_ticks(b, task.id, 3)  # A's agent goes on, alone
+        still = await a.GetTask(a2a_pb2.GetTaskRequest(id=task.id), metadata=V1)
+    assert still.status.state == a2a_pb2.TASK_STATE_WORKING
+    assert [message.parts[0].text for message in still.history if message.role == a2a_pb2.ROLE_USER] == [
+        "tick 1000 0.05"
+    ]
 
 
 async def test_a_subscriber_cut_by_a_killed_replica_resumes_on_the_other_with_nothing_missing(

@@ -2,18 +2,25 @@
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
 
-from a2a_grpc.push.guard import AddressPolicy
+from a2a_grpc.push.guard import AddressPolicy, PushTargetRefused
 from a2a_grpc.push.sender import PushSender
 from a2a_grpc.push.signing import PushSigner
 from a2a_grpc.push.worker import DeliverySettings, PushWorker
 from a2a_grpc.store.base import TaskStore
 
 JWKS_PATH = "/.well-known/jwks.json"
+# With a store only this process uses (memory, SQLite) a claim guards against nobody else: it only has to
+# keep this process's claim loop from handing a webhook to a second courier, and a claim that lapses while
+# its courier still runs is taken again by this process. Held short, so that the claims of a process that
+# was killed (kept by a SQLite store) do not hold its webhooks back for long after the restart.
+LOCAL_CLAIM_SECONDS = 5.0
 
 
 @dataclass(frozen=True)
@@ -40,7 +47,11 @@ class PushService:
     def start(self) -> None:
         self._resolver = aiohttp.ThreadedResolver()
         sender = PushSender(self.policy, timeout_seconds=self.settings.timeout_seconds, signer=self.signer)
-        self._worker = PushWorker(self._store, sender, self._claimer, self.settings.delivery)
+        delivery = self.settings.delivery
+        if not self._store.shared:
+            claim_seconds = min(delivery.claim_seconds, LOCAL_CLAIM_SECONDS)
+            delivery = dataclasses.replace(delivery, claim_seconds=claim_seconds)
+        self._worker = PushWorker(self._store, sender, self._claimer, delivery)
         self._worker.start()
 
     async def stop(self) -> None:
@@ -57,11 +68,16 @@ class PushService:
             self._worker.wake(task_id)
 
     async def check_webhook(self, url: str) -> None:
-        """Raise PushTargetRefused for a URL the worker would refuse to dial (its resolved addresses too)."""
+        """Raise PushTargetRefused for a URL the worker would refuse to dial (its resolved addresses too).
+        A host name that does not resolve within the delivery timeout is refused: the caller waits on it."""
         if self._resolver is None:
             self.policy.check_url(url)
             return
-        await self.policy.check_destination(url, self._resolver)
+        try:
+            async with asyncio.timeout(self.settings.timeout_seconds):
+                await self.policy.check_destination(url, self._resolver)
+        except TimeoutError:
+            raise PushTargetRefused("url", "host could not be resolved in time") from None
 
     def jwks(self) -> dict[str, Any] | None:
         return self.signer.jwks() if self.signer is not None else None

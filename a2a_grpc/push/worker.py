@@ -24,6 +24,7 @@ from a2a_grpc.store.base import EventsPrunedError, PushTarget, TaskEvent, TaskSt
 log = logging.getLogger(__name__)
 
 EVENT_PAGE = 64  # events a courier reads from the log at a time
+STOP_SECONDS = 5.0  # how long `stop` waits for a claim in flight (and a courier its release) before cancelling
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,16 +53,28 @@ class PushWorker:
         self._more: set[tuple[str, str]] = set()  # couriers whose task stored events while they ran
         self._wakeup = asyncio.Event()
         self._loop_task: asyncio.Task[None] | None = None
+        self._stopping = False
 
     def start(self) -> None:
         self._loop_task = asyncio.get_running_loop().create_task(self._claim_loop())
 
     async def stop(self) -> None:
+        """Stop claiming, stop every courier (each releases its webhook), close the sender: nothing is
+        left running. A claim in flight is let finish, so that what it claimed is released, not left held
+        until its claim lapses (on a SQLite store, across a restart)."""
+        self._stopping = True
+        self._wakeup.set()
+        if self._loop_task is not None:
+            loop_task, self._loop_task = self._loop_task, None
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(STOP_SECONDS):
+                    await asyncio.shield(loop_task)
+            loop_task.cancel()
+            await asyncio.gather(loop_task, return_exceptions=True)
         couriers = [courier for by_config in self._couriers.values() for courier in by_config.values()]
-        tasks = [task for task in (self._loop_task, *couriers) if task is not None]
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        for courier in couriers:
+            courier.cancel()
+        await asyncio.gather(*couriers, return_exceptions=True)
         await self.sender.close()
 
     def wake(self, task_id: str) -> None:
@@ -70,7 +83,7 @@ class PushWorker:
         self._wakeup.set()
 
     async def _claim_loop(self) -> None:
-        while True:
+        while not self._stopping:
             self._wakeup.clear()
             free = self.settings.couriers - self._courier_count
             try:
@@ -78,6 +91,10 @@ class PushWorker:
             except Exception as error:  # the store is unreachable: the next sweep retries
                 log.warning("could not look for due push notifications: %s", error)
                 targets = []
+            if self._stopping:
+                for target in targets:
+                    await self._release(target.config)
+                return
             for target in targets:
                 self._start_courier(target)
             with contextlib.suppress(TimeoutError):
@@ -95,7 +112,9 @@ class PushWorker:
 
     def _courier_done(self, task_id: str, config_id: str) -> None:
         self._courier_count -= 1
-        self._more.discard((task_id, config_id))
+        if (task_id, config_id) in self._more:  # events came after its last read: claim the webhook again now
+            self._more.discard((task_id, config_id))
+            self._wakeup.set()
         by_config = self._couriers[task_id]
         del by_config[config_id]
         if not by_config:
@@ -106,28 +125,47 @@ class PushWorker:
         key = (config.task_id, config.id)
         delivered = target.delivered
         try:
+            first_page = True
             while True:
                 self._more.discard(key)
+                if not first_page:  # the config may have been replaced (another url or token) or deleted
+                    current = await self.store.get_push_config(target.owner, config.task_id, config.id)
+                    if current is None:
+                        return
+                    config = current
+                first_page = False
                 events = await self._next_events(target, delivered)
                 if not events:
                     if key in self._more:
                         continue
                     return
                 for event in events:
-                    if not (self.settings.status_only and event.state == 0):
-                        await self._deliver(config, event)
-                    delivered = max(delivered, event.seq)
-                    if not await self.store.ack_push(
-                        config.task_id, config.id, delivered, self.claimer, self.settings.claim_seconds
-                    ):
+                    wanted = not (self.settings.status_only and event.state == 0)  # state 0: an artifact update
+                    if wanted and not await self._deliver(config, event, delivered):
                         return  # the claim lapsed and another replica took the webhook over
+                    delivered = max(delivered, event.seq)
+                    if not await self._renew(config, delivered):
+                        return
         except asyncio.CancelledError:
             raise
-        except Exception as error:
-            log.warning("push delivery to %s stopped for now: %s", safe_host(config.url), error)
+        except Exception as error:  # the store failed: the webhook is claimed again at a later sweep
+            log.warning("push delivery to %s stopped for now: %s", safe_host(config.url), type(error).__name__)
         finally:
-            with contextlib.suppress(Exception):
+            await self._release(config)
+
+    async def _renew(self, config: a2a_pb2.TaskPushNotificationConfig, delivered: int) -> bool:
+        """Move the cursor to `delivered` and renew the claim; False when the claim is no longer ours."""
+        return await self.store.ack_push(
+            config.task_id, config.id, delivered, self.claimer, self.settings.claim_seconds
+        )
+
+    async def _release(self, config: a2a_pb2.TaskPushNotificationConfig) -> None:
+        """Give the webhook back (its claim would lapse anyway): bounded, so that `stop` never hangs on it."""
+        try:
+            async with asyncio.timeout(STOP_SECONDS):
                 await self.store.release_push(config.task_id, config.id, self.claimer)
+        except Exception as error:
+            log.debug("could not release push config %s of task %s: %s", config.id, config.task_id, error)
 
     async def _next_events(self, target: PushTarget, delivered: int) -> list[TaskEvent]:
         """The events after the cursor; when the log no longer holds them, the task as it is now."""
@@ -140,22 +178,28 @@ class PushWorker:
             body = a2a_pb2.StreamResponse(task=loaded.task).SerializeToString()
             return [TaskEvent(loaded.seq, loaded.task.status.state, body)]
 
-    async def _deliver(self, config: a2a_pb2.TaskPushNotificationConfig, event: TaskEvent) -> None:
-        """Post one event until a 2xx, a final refusal, or the attempts or the age run out."""
+    async def _deliver(self, config: a2a_pb2.TaskPushNotificationConfig, event: TaskEvent, delivered: int) -> bool:
+        """Post one event until a 2xx, a final refusal, or the attempts or the age run out; the claim is
+        renewed before each wait between attempts. False when the claim was lost meanwhile."""
         body = json_format.MessageToJson(a2a_pb2.StreamResponse.FromString(event.body), indent=None).encode()
         first = time.monotonic()
-        for attempt_number in range(self.settings.max_attempts):
+        attempt_number = 0
+        while True:
             async with self._requests:
                 attempt = await self.sender.post(config, body, config.task_id)
-            if attempt.delivered or not attempt.retry:
-                if not attempt.delivered:
-                    _gave_up(config, event, attempt)
-                return
-            delay = backoff(attempt_number, retry_after=attempt.retry_after)
+            if attempt.delivered:
+                return True
+            attempt_number += 1
+            if not attempt.retry or attempt_number >= self.settings.max_attempts:
+                break
+            delay = backoff(attempt_number - 1, retry_after=attempt.retry_after)
             if time.monotonic() - first + delay > self.settings.max_age_seconds:
                 break
+            if not await self._renew(config, delivered):
+                return False
             await asyncio.sleep(delay)
         _gave_up(config, event, attempt)
+        return True
 
 
 def _gave_up(config: a2a_pb2.TaskPushNotificationConfig, event: TaskEvent, attempt: Attempt) -> None:

@@ -215,7 +215,8 @@ class SharedStore(TaskStore, Protocol):
         ...
 
     async def expired_runs(self, lease_seconds: float) -> list[tuple[str, str]]:
-        """(task id, owner) of running tasks whose runner's heartbeat is older than `lease_seconds`."""
+        """(task id, owner) of running tasks whose runner's heartbeat is older than `lease_seconds`, taken over
+        by this replica (it becomes their runner) so that no other replica gets them too."""
         ...
 
     async def event_heads(self, task_ids: Sequence[str]) -> dict[str, int]:

@@ -230,7 +230,7 @@ class PostgresStore:
         await replicas.heartbeat(self._pool(), self.replica_id)
 
     async def expired_runs(self, lease_seconds: float) -> list[tuple[str, str]]:
-        return await replicas.expired_runs(self._pool(), lease_seconds)
+        return await replicas.expired_runs(self._pool(), lease_seconds, self.replica_id)
 
     async def event_heads(self, task_ids: Sequence[str]) -> dict[str, int]:
         return await replicas.event_heads(self._pool(), task_ids)

@@ -29,9 +29,14 @@ _HEARTBEAT: Final = (
     " ON CONFLICT (id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at"
 )
 _RELEASE: Final = "DELETE FROM replicas WHERE id = $1"
+# Takes the expired runs over (this replica becomes their runner), so that no other replica fails them too.
 _EXPIRED_RUNS: Final = f"""
-SELECT t.id, t.owner FROM tasks t LEFT JOIN replicas r ON r.id = t.runner
-WHERE t.state IN {RUNNING_SQL} AND (r.id IS NULL OR r.heartbeat_at < now() - make_interval(secs => $1))
+WITH expired AS (
+    SELECT t.id FROM tasks t LEFT JOIN replicas r ON r.id = t.runner
+    WHERE t.state IN {RUNNING_SQL} AND (r.id IS NULL OR r.heartbeat_at < now() - make_interval(secs => $1))
+    FOR UPDATE OF t SKIP LOCKED
+)
+UPDATE tasks t SET runner = $2 FROM expired WHERE t.id = expired.id RETURNING t.id, t.owner
 """
 _EVENT_HEADS: Final = "SELECT id, seq FROM tasks WHERE id = ANY($1::text[])"
 _REQUEST_CANCEL: Final = f"""
@@ -60,9 +65,9 @@ async def release(pool: asyncpg.Pool, replica_id: str) -> None:
         await pool.execute(_RELEASE, replica_id)
 
 
-async def expired_runs(pool: asyncpg.Pool, lease_seconds: float) -> list[tuple[str, str]]:
+async def expired_runs(pool: asyncpg.Pool, lease_seconds: float, replica_id: str) -> list[tuple[str, str]]:
     with translated():
-        rows = await pool.fetch(_EXPIRED_RUNS, float(lease_seconds))
+        rows = await pool.fetch(_EXPIRED_RUNS, float(lease_seconds), replica_id)
     return [(str(row["id"]), str(row["owner"])) for row in rows]
 
 
@@ -116,12 +121,18 @@ class Listener:
 
     async def _run(self) -> None:
         delay = RECONNECT_MIN_SECONDS
+        failing = False  # logged once per outage
         while True:
             try:
                 conn, lost = await self._connect()
             except Exception as exc:  # the database is down or unreachable: try again later
-                log.warning("task store listener cannot connect (%s); retrying in %.1f s", exc, delay)
+                if not failing:
+                    log.warning("task store listener cannot connect (%s); retrying until it can", exc)
+                failing = True
             else:
+                if failing:
+                    log.warning("task store listener connected again")
+                failing = False
                 delay = RECONNECT_MIN_SECONDS
                 self._conn = conn
                 try:

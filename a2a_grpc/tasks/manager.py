@@ -22,7 +22,9 @@ from a2a_grpc.call import CallContext
 from a2a_grpc.errors import (
     A2AError,
     InvalidRequestError,
+    TaskChangedError,
     TaskNotCancelableError,
+    UnavailableError,
     UnsupportedOperationError,
 )
 from a2a_grpc.generated import a2a_pb2
@@ -54,6 +56,7 @@ from a2a_grpc.tasks.live import (
 from a2a_grpc.tasks.replicas import LEASE_SECONDS, POLL_SECONDS, ReplicaKeeper
 from a2a_grpc.tasks.rules import (
     bad_page_token,
+    changed_meanwhile,
     check_resumable,
     check_visible,
     config_not_found,
@@ -111,6 +114,7 @@ class TaskManager:
         self._storage_full = False
         self._unstored: dict[str, str] = {}  # task id -> owner, of tasks left running by a refused write
         self._recoveries: set[asyncio.Future[None]] = set()
+        self._closing = False
 
     # ---- reads -------------------------------------------------------------------------------
 
@@ -241,6 +245,7 @@ class TaskManager:
         subscriber: Subscriber | None = None,
     ) -> TaskRun:
         """Accept the request's message into a new or existing task and start the agent on it."""
+        self._check_open()
         message = request.message
         created = not message.task_id
         live = self._create(message, call.principal) if created else await self._resume(message, call)
@@ -491,6 +496,7 @@ class TaskManager:
             return live.write_error
         if isinstance(error, VersionConflictError) and self.store.shared:
             log.warning("task %s was changed by another replica meanwhile: %s", live.task.id, error)
+            error = changed_meanwhile(live.task.id)
         elif isinstance(error, StorageFullError):
             self._storage_refused(error)
             if live.version > 1:  # stored before: it would stay running with no agent behind it
@@ -544,6 +550,7 @@ class TaskManager:
     async def subscribe(self, task_id: str, call: CallContext, after: int | None = None) -> Subscription:
         """A stream on a task that is not final, or, `after` an event the caller saw, the events it missed
         (a final task's stream then replays them and ends)."""
+        self._check_open()
         live = await self._live_task(task_id, call)
         if after is not None and after > live.seq:
             self._release(live)
@@ -625,6 +632,10 @@ class TaskManager:
         live = await self._live_task(live.task.id, call)
         if live.state not in TERMINAL_STATES and live.run is None:
             self._set_status(live, a2a_pb2.TASK_STATE_CANCELED, None)
+            try:
+                await live.durable()
+            except TaskChangedError:  # the runner's own answer landed first
+                live = await self._live_task(live.task.id, call)
         return live
 
     async def _cancel_run(self, run: TaskRun) -> None:
@@ -687,14 +698,17 @@ class TaskManager:
             message = a2a_pb2.Message(message_id=new_id(), role=a2a_pb2.ROLE_AGENT)
             message.parts.add(text="The server running this task stopped: its lease expired.")
             self._set_status(live, a2a_pb2.TASK_STATE_FAILED, message)
-            with contextlib.suppress(StoreError):  # another replica failed it first
+            with contextlib.suppress(StoreError, A2AError):  # changed meanwhile, or the store is full
                 await live.durable()
         self._release(live)
 
     async def close(self) -> int:
         """At shutdown: cancel every running agent (its task FAILS and its streams see that), then end
         the streams still watching tasks that wait for input with UNAVAILABLE (their clients may
-        subscribe again elsewhere). Returns how many tasks it failed."""
+        subscribe again elsewhere); from then on new messages and subscriptions are refused with
+        UNAVAILABLE. Sharing the store, give up this replica's lease once its last writes are stored.
+        Returns how many tasks it failed."""
+        self._closing = True
         failing = sum(1 for live in self._live.values() if live.run is not None and live.state not in SETTLED_STATES)
         for runner in list(self._runs):
             runner.cancel()
@@ -707,5 +721,14 @@ class TaskManager:
                 subscriber.stop()
         if self._replicas is not None:
             await self._replicas.stop()
-            await self._replicas.store.release()
+            writes = [live.last_write for live in self._live.values() if live.last_write is not None]
+            await asyncio.gather(*writes, return_exceptions=True)
+            try:
+                await self._replicas.store.release()
+            except Exception as error:  # the lease then lapses on its own
+                log.warning("could not give up this server's lease on its tasks: %s", error)
         return failing
+
+    def _check_open(self) -> None:
+        if self._closing:
+            raise UnavailableError("the server is stopping; send the request again (to another replica)")

@@ -44,16 +44,17 @@ class ReplicaKeeper:
         self._fail_expired = fail_expired
         self.lease_seconds = lease_seconds
         self._poll_seconds = min(poll_seconds, lease_seconds / 3)
-        self._loop_task: asyncio.Task[None] | None = None
+        self._loops: list[asyncio.Task[None]] = []
         self._cancel_checks: set[asyncio.Task[None]] = set()
         self._failing = False  # the last round failed: log once per incident
 
     def start(self) -> None:
         self.store.listen(self._note_events, self._cancel_requested)
-        self._loop_task = asyncio.get_running_loop().create_task(self._keep())
+        loop = asyncio.get_running_loop()
+        self._loops = [loop.create_task(self._keep_lease()), loop.create_task(self._follow())]
 
     async def stop(self) -> None:
-        tasks = [task for task in (self._loop_task, *self._cancel_checks) if task is not None]
+        tasks = [*self._loops, *self._cancel_checks]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -63,28 +64,41 @@ class ReplicaKeeper:
         self._cancel_checks.add(check)
         check.add_done_callback(self._cancel_checks.discard)
 
-    async def _keep(self) -> None:
+    async def _keep_lease(self) -> None:
+        """Renew the heartbeat, and fail the runs of replicas whose lease expired, but only after a whole
+        lease of this replica's own heartbeats: after an outage of the store every replica's heartbeat
+        looks old until the others have had the time to renew theirs too."""
         loop = asyncio.get_running_loop()
-        next_heartbeat = 0.0
-        was_listening = True
+        healthy_since: float | None = None
         while True:
             try:
-                if loop.time() >= next_heartbeat:
-                    next_heartbeat = loop.time() + self.lease_seconds / 3
-                    await self.store.heartbeat()
+                await self.store.heartbeat()
+                healthy_since = loop.time() if healthy_since is None else healthy_since
+                if loop.time() - healthy_since >= self.lease_seconds:
                     await self._fail_expired_runs()
-                listening = self.store.listening
-                if not (listening and was_listening):  # down, or just back: what was missed meanwhile
-                    await self._poll()
-                was_listening = listening
                 self._recovered()
-            except Exception as error:  # the store is unreachable, or a round failed: the next one retries
+            except Exception as error:  # the store is unreachable: the next round retries
+                healthy_since = None
                 self._failed(error)
+            await asyncio.sleep(self.lease_seconds / 3)
+
+    async def _follow(self) -> None:
+        """While notifications are down, and once just after they come back, poll for what they say."""
+        was_listening = True
+        while True:
+            listening = self.store.listening
+            if not (listening and was_listening):
+                try:
+                    await self._poll()
+                except Exception as error:
+                    listening = False  # poll again next round
+                    self._failed(error)
+            was_listening = listening
             await asyncio.sleep(self._poll_seconds)
 
     async def _fail_expired_runs(self) -> None:
-        for task_id, owner in await self.store.expired_runs(self.lease_seconds):
-            await self._fail_expired(task_id, owner)
+        expired = await self.store.expired_runs(self.lease_seconds)
+        await asyncio.gather(*(self._fail_expired(task_id, owner) for task_id, owner in expired))
 
     async def _poll(self) -> None:
         watched = list(self._watched_tasks())

@@ -7,11 +7,12 @@ from a2a_grpc.errors import (
     InvalidRequestError,
     PushNotificationConfigNotFoundError,
     StorageUnavailableError,
+    TaskChangedError,
     TaskNotFoundError,
     UnsupportedOperationError,
 )
 from a2a_grpc.generated import a2a_pb2
-from a2a_grpc.protocol import TERMINAL_STATES
+from a2a_grpc.protocol import RUNNING_STATES, TERMINAL_STATES
 from a2a_grpc.tasks.live import LiveTask
 
 
@@ -33,7 +34,7 @@ def check_resumable(live: LiveTask, message: a2a_pb2.Message) -> None:
             "message.context_id does not match the task's context",
             violations=[("message.context_id", f"task {task.id} belongs to context {task.context_id}")],
         )
-    if live.run is not None:
+    if live.run is not None or live.state in RUNNING_STATES:  # run here, or by another replica
         raise UnsupportedOperationError(
             f"task {task.id} is still processing an earlier message", metadata={"taskId": task.id}
         )
@@ -46,6 +47,13 @@ def stopped_message(message: a2a_pb2.Message) -> a2a_pb2.Message:
 
 def not_found(task_id: str) -> TaskNotFoundError:
     return TaskNotFoundError(f"task {task_id} not found", metadata={"taskId": task_id})
+
+
+def changed_meanwhile(task_id: str) -> TaskChangedError:
+    return TaskChangedError(
+        f"task {task_id} was changed by another request meanwhile; read it again and retry",
+        metadata={"taskId": task_id},
+    )
 
 
 def storage_unavailable() -> StorageUnavailableError:
