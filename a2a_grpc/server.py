@@ -176,16 +176,13 @@ class A2AServer:
 
     def _push_service(self) -> PushService:
         claimer = getattr(self.store, "replica_id", "") or new_id()  # replicas claim webhooks as themselves
-        issuer = next((i.url for i in self.card.supported_interfaces if i.protocol_binding == GRPC_BINDING), "")
-        return PushService(self.settings.push, self.store, claimer, issuer)
+        return PushService(self.settings.push, self.store, claimer)
 
     async def start(self) -> None:
         await self.store.open()
         orphans = await self.manager.start()
         if orphans:
             log.warning("failed %d task(s) left running by a previous server process", orphans)
-        if self.push is not None:
-            self.push.start()
         settings = self.settings
         chain = ServerChain(
             self.registry,
@@ -231,6 +228,8 @@ class A2AServer:
         if self.port == 0:
             raise OSError(f"cannot listen on {settings.listen}: address in use or not valid")
         self._advertise_bound_port()
+        if self.push is not None:
+            self.push.start(next(i.url for i in self.card.supported_interfaces if i.protocol_binding == GRPC_BINDING))
         await server.start()
         self._server = server
         for service in ("", SERVICE_NAME):

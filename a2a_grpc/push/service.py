@@ -11,7 +11,7 @@ import aiohttp
 
 from a2a_grpc.push.guard import AddressPolicy, PushTargetRefused
 from a2a_grpc.push.sender import PushSender
-from a2a_grpc.push.signing import PushSigner
+from a2a_grpc.push.signing import PushSigner, load_pem_keys
 from a2a_grpc.push.worker import DeliverySettings, PushWorker
 from a2a_grpc.store.base import TaskStore
 
@@ -35,16 +35,19 @@ class PushSettings:
 class PushService:
     """Checks webhook URLs when configs are set, and delivers notifications once started."""
 
-    def __init__(self, settings: PushSettings, store: TaskStore, claimer: str, issuer: str) -> None:
+    def __init__(self, settings: PushSettings, store: TaskStore, claimer: str) -> None:
         self.settings = settings
         self.policy = AddressPolicy(settings.allow, settings.allow_http)
-        self.signer = PushSigner.from_pem_files(settings.signing_keys, issuer) if settings.signing_keys else None
+        self._keys = load_pem_keys(settings.signing_keys)  # read at once: a bad key file stops the start-up
+        self.signer: PushSigner | None = None
         self._store = store
         self._claimer = claimer
         self._resolver: aiohttp.ThreadedResolver | None = None
         self._worker: PushWorker | None = None
 
-    def start(self) -> None:
+    def start(self, issuer: str) -> None:
+        """Deliver from now on, signing as `issuer` (the server's address, known once it listens)."""
+        self.signer = PushSigner(self._keys, issuer) if self._keys else None
         self._resolver = aiohttp.ThreadedResolver()
         sender = PushSender(self.policy, timeout_seconds=self.settings.timeout_seconds, signer=self.signer)
         delivery = self.settings.delivery

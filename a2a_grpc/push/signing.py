@@ -66,7 +66,7 @@ class PushSigner:
     @classmethod
     def from_pem_files(cls, paths: Sequence[str], issuer: str) -> PushSigner:
         """Unencrypted PEM private keys, RSA (2048 bits or more) or EC P-256; the first signs."""
-        return cls([_load_pem(path) for path in paths], issuer)
+        return cls(load_pem_keys(paths), issuer)
 
     @property
     def kid(self) -> str:
@@ -101,6 +101,11 @@ def jwk_thumbprint(jwk: Mapping[str, Any]) -> str:
     members = _THUMBPRINT_MEMBERS[jwk["kty"]]
     canonical = json.dumps({name: jwk[name] for name in members}, separators=(",", ":"), sort_keys=True)
     return _b64url(hashlib.sha256(canonical.encode()).digest())
+
+
+def load_pem_keys(paths: Sequence[str]) -> list[SigningKey]:
+    """Unencrypted PEM private keys, RSA (2048 bits or more) or EC P-256."""
+    return [_load_pem(path) for path in paths]
 
 
 def _load_pem(path: str) -> SigningKey:

@@ -34,7 +34,7 @@ class DeliverySettings:
     max_age_seconds: float = 3600.0  # ... or time since its first attempt
     concurrency: int = 64  # requests in flight over all webhooks
     couriers: int = 256  # webhooks served at once
-    claim_seconds: float = 30.0  # a courier's hold on its webhook, renewed at every cursor move
+    claim_seconds: float = 30.0  # a courier's hold on its webhook, renewed at every cursor move and retry
     sweep_seconds: float = 1.0  # how often to look for due notifications nobody announced
 
 
@@ -66,9 +66,7 @@ class PushWorker:
         self._wakeup.set()
         if self._loop_task is not None:
             loop_task, self._loop_task = self._loop_task, None
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(STOP_SECONDS):
-                    await asyncio.shield(loop_task)
+            await asyncio.wait({loop_task}, timeout=STOP_SECONDS)
             loop_task.cancel()
             await asyncio.gather(loop_task, return_exceptions=True)
         couriers = [courier for by_config in self._couriers.values() for courier in by_config.values()]

@@ -346,6 +346,7 @@ def _connect_writer(path: Path) -> sqlite3.Connection:
         conn.execute("PRAGMA foreign_keys = ON")
         conn.execute("PRAGMA busy_timeout = 5000")
         create_schema(conn)
+        push.release_all_claims(conn)  # one process owns the file: claims left by an earlier one are void
     except BaseException:
         conn.close()
         raise

@@ -100,5 +100,9 @@ def list_configs(
     return [a2a_pb2.TaskPushNotificationConfig.FromString(blob) for _, blob in page], token
 
 
+def release_all_claims(conn: sqlite3.Connection) -> None:
+    conn.execute("UPDATE push_configs SET claimed_by = NULL, claimed_until_us = NULL WHERE claimed_by IS NOT NULL")
+
+
 def _micros(seconds: float) -> int:
     return round(seconds * 1_000_000)

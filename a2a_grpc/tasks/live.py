@@ -60,7 +60,6 @@ class LiveTask:
     """
 
     __slots__ = (
-        "has_push",
         "last_write",
         "owner",
         "pending",
@@ -86,7 +85,6 @@ class LiveTask:
         self.pending: TaskWrite | None = None
         self.last_write: asyncio.Future[None] | None = None
         self.write_error: BaseException | None = None  # what callers got for the first write that failed
-        self.has_push = False  # a push config was set through this process: stored events are announced
 
     @property
     def state(self) -> int:

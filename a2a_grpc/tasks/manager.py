@@ -115,6 +115,9 @@ class TaskManager:
         self._unstored: dict[str, str] = {}  # task id -> owner, of tasks left running by a refused write
         self._recoveries: set[asyncio.Future[None]] = set()
         self._closing = False
+        # Tasks given a push config through this process and not final yet: their stored events wake the
+        # push worker at once (the worker's sweep finds the others).
+        self._pushed: set[str] = set()
 
     # ---- reads -------------------------------------------------------------------------------
 
@@ -195,9 +198,7 @@ class TaskManager:
         config.id = config.id or new_id()
         delivered = 0 if from_start else None
         await self._write_config(self.store.put_push_config(call.principal, config, delivered))
-        live = self._live.get(config.task_id)
-        if live is not None:
-            live.has_push = True
+        self._pushed.add(config.task_id)
         if self._on_push_due is not None:
             self._on_push_due(config.task_id)
         return config
@@ -412,8 +413,10 @@ class TaskManager:
             error = self._write_failed(live, error)
         elif self._storage_full:
             self._storage_accepted()
-        if error is None and live.has_push and self._on_push_due is not None:
+        if error is None and live.task.id in self._pushed and self._on_push_due is not None:
             self._on_push_due(live.task.id)
+            if live.state in TERMINAL_STATES:
+                self._pushed.discard(live.task.id)
         if durable.done():
             return
         if error is None:
