@@ -27,6 +27,10 @@ import grpc
 
 from a2a_grpc.cli import run_async
 from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
+from a2a_grpc.interceptors.server import WORKER_TRAILER
+from a2a_grpc.protocol import EXTENSIONS_HEADER, RESUME_EXTENSION_URI
+from a2a_grpc.resume import event_seq
+from bench.protocol import HOLD_TEXT, parse_tick_text, ticks_text
 
 READY = "ready"
 RESULT = "result"
@@ -34,6 +38,16 @@ RESULT_TIMEOUT_MARGIN_SECONDS = 120.0
 
 Job = dict[str, Any]
 Metadata = tuple[tuple[str, str], ...]
+
+
+class SendServer(NamedTuple):
+    """A server of a send job: where, with what request metadata, on how many connections (at most one per
+    caller), and whether to ask which worker process serves each connection (`--workers`)."""
+
+    target: str
+    metadata: Metadata
+    channels: int
+    probe_workers: bool = False
 
 
 class Slice(NamedTuple):
@@ -112,6 +126,26 @@ async def _stubs(target: str, channels: int) -> AsyncIterator[list[Any]]:
         yield [a2a_pb2_grpc.A2AServiceStub(channel) for channel in opened]  # type: ignore[no-untyped-call]
 
 
+async def _worker_pid(stub: Any, metadata: Metadata, rpc_timeout: float) -> str:
+    """The worker process behind `stub`'s connection, from the trailers of one call (a GetTask of no task)."""
+    call = stub.GetTask(a2a_pb2.GetTaskRequest(id="bench-probe"), metadata=metadata, timeout=rpc_timeout)
+    with contextlib.suppress(grpc.RpcError):
+        await call
+    trailers = await call.trailing_metadata()
+    return str(dict(trailers or ()).get(WORKER_TRAILER, "?"))
+
+
+async def _connections_per_worker(stubs: list[Any], server: SendServer, rpc_timeout: float) -> dict[str, int]:
+    """How many of the connections each worker process serves ({} when not asked)."""
+    if not server.probe_workers:
+        return {}
+    counts: dict[str, int] = {}
+    for stub in stubs:
+        pid = await _worker_pid(stub, server.metadata, rpc_timeout)
+        counts[pid] = counts.get(pid, 0) + 1
+    return counts
+
+
 # ---- jobs ------------------------------------------------------------------------------------
 
 
@@ -123,7 +157,8 @@ async def send_job(job: Job, worker_id: int, outbox: Any) -> dict[str, Any]:
     """
     slices: list[Slice] = job["slices"]
     starts = [s.start for s in slices]
-    metadata: list[Metadata] = [tuple(map(tuple, m)) for _, m in job["servers"]]
+    servers: list[SendServer] = job["servers"]
+    metadata = [server.metadata for server in servers]
     expected = a2a_pb2.TaskState.Value(job["expect_state"])
     tallies = [Tally() for _ in slices]
 
@@ -147,11 +182,18 @@ async def send_job(job: Job, worker_id: int, outbox: Any) -> dict[str, Any]:
             tallies[turn].record(started, time.monotonic(), failure, slices[turn].count_from, slices[turn].end)
 
     async with contextlib.AsyncExitStack() as stack:
-        stubs = [await stack.enter_async_context(_stubs(target, job["channels"])) for target, _ in job["servers"]]
+        stubs = [
+            await stack.enter_async_context(_stubs(server.target, min(job["concurrency"], server.channels)))
+            for server in servers
+        ]
+        spread = [
+            await _connections_per_worker(s, server, job["rpc_timeout"])
+            for s, server in zip(stubs, servers, strict=True)
+        ]
         await asyncio.gather(
             *(caller(i, [s[i % len(s)].SendMessage for s in stubs]) for i in range(job["concurrency"]))
         )
-    return {"slices": [tally.as_dict() for tally in tallies]}
+    return {"slices": [tally.as_dict() for tally in tallies], "connections": spread}
 
 
 async def count_job(job: Job, worker_id: int, outbox: Any) -> dict[str, Any]:
@@ -263,11 +305,115 @@ async def subscribe_job(job: Job, worker_id: int, outbox: Any) -> dict[str, Any]
     return {**tally.as_dict(), "last_event_at": last_event_at}
 
 
+@dataclass
+class TickTally(Tally):
+    """What the subscriber of a tick task saw: `latencies_us` from each tick's publishing to its arrival."""
+
+    ticks: int = 0
+    seq_gaps: int = 0
+    out_of_order: int = 0
+
+    def tick(self, text: str, received_ns: int, expected_index: int) -> None:
+        index, published_ns = parse_tick_text(text)
+        self.ticks += 1
+        self.latencies_us.append((received_ns - published_ns) // 1000)
+        if index != expected_index:
+            self.out_of_order += 1
+            self.error(f"tick {index} arrived where tick {expected_index} was due")
+
+    def numbered(self, seq: int | None, expected: int) -> None:
+        if seq != expected:
+            self.seq_gaps += 1
+            self.error(f"event numbered {seq} arrived where {expected} was due")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**super().as_dict(), "ticks": self.ticks, "seq_gaps": self.seq_gaps, "out_of_order": self.out_of_order}
+
+
+def _tick_request(text: str, task: Any = None) -> Any:
+    request = _send_request(text, task.id if task is not None else "")
+    request.message.message_id = f"ticks-{os.getpid()}-{time.monotonic_ns()}"
+    if task is not None:
+        request.message.context_id = task.context_id
+        request.configuration.return_immediately = True
+    return request
+
+
+async def _hold_task(publisher: Any, job: Job) -> Any:
+    response = await publisher.SendMessage(
+        _tick_request(HOLD_TEXT), metadata=job["metadata"], timeout=job["rpc_timeout"]
+    )
+    if response.task.status.state != a2a_pb2.TaskState.TASK_STATE_INPUT_REQUIRED:
+        raise RuntimeError(f"the tick task is {a2a_pb2.TaskState.Name(response.task.status.state)}, not INPUT_REQUIRED")
+    return response.task
+
+
+async def _start_ticks(publisher: Any, task: Any, job: Job, count: int) -> None:
+    request = _tick_request(ticks_text(count, job["interval_ms"]), task)
+    await publisher.SendMessage(request, metadata=job["metadata"], timeout=job["rpc_timeout"])
+
+
+async def _tick_round(publisher: Any, subscriber: Any, job: Job, count: int, ready: Callable[[], None]) -> TickTally:
+    """A tick task held on `publisher`, subscribed to on `subscriber` (stream-resume on), `ready()`, then
+    set ticking; the stream read to its end: every event numbered one after the other, the ticks in order."""
+    task = await _hold_task(publisher, job)
+    metadata: Metadata = (*job["metadata"], (EXTENSIONS_HEADER, RESUME_EXTENSION_URI))
+    request = a2a_pb2.SubscribeToTaskRequest(id=task.id)
+    call = subscriber.SubscribeToTask(request, metadata=metadata, timeout=job["rpc_timeout"])
+    snapshot = await call.read()
+    if snapshot is grpc.aio.EOF or not snapshot.HasField("task"):
+        raise RuntimeError("the subscription did not begin with a Task snapshot")
+    tally = TickTally(calls=1)
+    seq = event_seq(snapshot) or 0
+    ready()
+    ticking = asyncio.ensure_future(_start_ticks(publisher, task, job, count))
+    last = None
+    while (event := await call.read()) is not grpc.aio.EOF:
+        received_ns = time.monotonic_ns()
+        seq += 1
+        tally.events += 1
+        tally.numbered(event_seq(event), seq)
+        if event.HasField("artifact_update"):
+            tally.tick(event.artifact_update.artifact.parts[0].text, received_ns, tally.ticks)
+        last = event
+    await ticking
+    if last is None or last.status_update.status.state != a2a_pb2.TaskState.TASK_STATE_COMPLETED:
+        tally.error("the subscription did not end with a COMPLETED status")
+    elif tally.ticks != count:
+        tally.error(f"{tally.ticks} of {count} ticks arrived")
+    else:
+        tally.completed = 1
+    return tally
+
+
+async def tick_job(job: Job, worker_id: int, outbox: Any) -> dict[str, Any]:
+    """A warm-up round of `warmup_ticks`, then the measured round of `ticks`: the tick agent on `publisher`
+    publishes one tick per `interval_ms`, and one SubscribeToTask on `subscriber` (another replica) receives
+    them. READY (None, or what went wrong) once the measured round's subscription has its snapshot."""
+    ready_sent = False
+
+    def ready(problem: str | None = None) -> None:
+        nonlocal ready_sent
+        ready_sent = True
+        outbox.put((worker_id, READY, problem))
+
+    try:
+        async with _stubs(job["publisher"], 1) as (publisher,), _stubs(job["subscriber"], 1) as (subscriber,):
+            await _tick_round(publisher, subscriber, job, job["warmup_ticks"], lambda: None)
+            tally = await _tick_round(publisher, subscriber, job, job["ticks"], ready)
+    except (grpc.RpcError, RuntimeError) as error:
+        if not ready_sent:
+            ready(_describe(error))
+        raise
+    return tally.as_dict()
+
+
 JOBS: dict[str, Callable[[Job, int, Any], Awaitable[dict[str, Any]]]] = {
     "send": send_job,
     "count": count_job,
     "stream": stream_job,
     "subscribe": subscribe_job,
+    "ticks": tick_job,
 }
 
 

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import grpc
 
 from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
-from bench.loadgen import READY, RESULT, LoadPool, Metadata, Slice, split
-from bench.procs import ServerProcess, cpu_seconds, machine_busy_seconds, rss_bytes
+from bench.loadgen import READY, RESULT, LoadPool, Metadata, SendServer, Slice, split
+from bench.procs import ServerProcess, cpu_seconds, machine_busy_seconds, rss_bytes, tree_cpu_seconds
 from bench.protocol import CHUNKS_TEXT, ECHO_TEXT, HOLD_TEXT
 
 V1: Metadata = (("a2a-version", "1.0"),)
@@ -39,6 +40,7 @@ class Window:
     server_cpu: float
     load_cpu: float
     machine_cpu: float = 0.0  # every process on the machine, these two included
+    db_cpu: float = 0.0  # the database server's processes (PostgreSQL), when the bench knows them
 
     def __add__(self, other: Window) -> Window:
         return Window(
@@ -46,34 +48,58 @@ class Window:
             self.server_cpu + other.server_cpu,
             self.load_cpu + other.load_cpu,
             self.machine_cpu + other.machine_cpu,
+            self.db_cpu + other.db_cpu,
         )
 
     @property
     def other_cpu(self) -> float:
         """CPU time of everything else on the machine: a busy neighbour makes every figure noisier."""
-        return max(0.0, self.machine_cpu - self.server_cpu - self.load_cpu)
+        return max(0.0, self.machine_cpu - self.server_cpu - self.load_cpu - self.db_cpu)
+
+
+class Mark(NamedTuple):
+    """The clocks at the start of a window."""
+
+    at: float
+    server_cpu: float
+    load_cpu: float
+    machine_cpu: float
+    db_cpu: dict[int, float]  # by process: the database server's processes come and go
 
 
 class Sampler:
-    """CPU time of the server and of the load workers over a window."""
+    """CPU time of the servers (each a process, or a supervisor and its workers), of the load workers and of
+    the database server the servers use (when known) over a window."""
 
-    def __init__(self, server: ServerProcess, pool: LoadPool) -> None:
-        self.server = server
+    def __init__(self, servers: ServerProcess | Sequence[ServerProcess], pool: LoadPool) -> None:
+        self.servers = [servers] if isinstance(servers, ServerProcess) else list(servers)
         self.pool = pool
+        self.db_pids = sorted({s.db_pid for s in self.servers if s.db_pid is not None})
+
+    @property
+    def counts_db(self) -> bool:
+        return bool(self.db_pids)
+
+    def _server_cpu(self) -> float:
+        return sum(cpu_seconds(pid) for server in self.servers for pid in server.pids)
 
     def _load_cpu(self) -> float:
         return sum(cpu_seconds(pid) for pid in self.pool.pids)
 
-    def start(self) -> tuple[float, float, float, float]:
-        return time.monotonic(), cpu_seconds(self.server.pid), self._load_cpu(), machine_busy_seconds()
+    def _db_cpu(self) -> dict[int, float]:
+        return {pid: cpu for root in self.db_pids for pid, cpu in tree_cpu_seconds(root).items()}
 
-    def since(self, start: tuple[float, float, float, float]) -> Window:
-        began, server_cpu, load_cpu, machine_cpu = start
+    def start(self) -> Mark:
+        return Mark(time.monotonic(), self._server_cpu(), self._load_cpu(), machine_busy_seconds(), self._db_cpu())
+
+    def since(self, start: Mark) -> Window:
+        db_now = self._db_cpu()
         return Window(
-            time.monotonic() - began,
-            cpu_seconds(self.server.pid) - server_cpu,
-            self._load_cpu() - load_cpu,
-            machine_busy_seconds() - machine_cpu,
+            time.monotonic() - start.at,
+            self._server_cpu() - start.server_cpu,
+            self._load_cpu() - start.load_cpu,
+            machine_busy_seconds() - start.machine_cpu,
+            sum(cpu - start.db_cpu.get(pid, 0.0) for pid, cpu in db_now.items()),
         )
 
     def over(self, measure_from: float, measure_to: float) -> Window:
@@ -113,11 +139,12 @@ def merge(tallies: Iterable[WorkerTally]) -> dict[str, Any]:
     }
 
 
-def _rates(count: int, window: Window, seconds: float | None = None) -> dict[str, Any]:
-    """Rates per second of `seconds` (the window's own length unless given), CPU per counted unit."""
+def _rates(count: int, window: Window, seconds: float | None = None, db: bool = False) -> dict[str, Any]:
+    """Rates per second of `seconds` (the window's own length unless given), CPU per counted unit (and the
+    database server's, when `db`)."""
     seconds = window.seconds if seconds is None else seconds
     busy = window.seconds if window.seconds > 0 else 1.0
-    return {
+    rates = {
         "rate": count / seconds if seconds > 0 else 0.0,
         "server_cpu_us": window.server_cpu / count * 1e6 if count else None,
         "server_cpu_cores": window.server_cpu / busy,
@@ -125,6 +152,10 @@ def _rates(count: int, window: Window, seconds: float | None = None) -> dict[str
         "other_cpu_cores": window.other_cpu / busy,
         "window_seconds": seconds,
     }
+    if db:
+        rates["db_cpu_us"] = window.db_cpu / count * 1e6 if count else None
+        rates["db_cpu_cores"] = window.db_cpu / busy
+    return rates
 
 
 def _windowed_jobs(
@@ -163,22 +194,31 @@ def send_slices(servers: int, settings: Settings, begin: float) -> list[Slice]:
 
 
 def measure_send(
-    servers: list[ServerProcess], metadata: list[Metadata], pool: LoadPool, settings: Settings, concurrency: int
+    servers: list[ServerProcess],
+    metadata: list[Metadata],
+    pool: LoadPool,
+    settings: Settings,
+    concurrency: int,
+    channels: list[int] | None = None,
 ) -> list[dict[str, Any]]:
     """Closed-loop SendMessage at `concurrency` callers, taken from server to server in short turns (send_slices):
     a neighbour's burst or the machine's drift then hits every server alike. For each server: requests/s,
-    latency and CPU per request over all its turns, and per cycle (to pair servers turn by turn)."""
+    latency and CPU per request over all its turns, and per cycle (to pair servers turn by turn).
+
+    `channels`: connections per load process to each server (default settings.channels). For a server with
+    workers, how many of them each worker serves is recorded too (the kernel spreads connections, not calls)."""
+    channels = channels or [settings.channels] * len(servers)
     slices = send_slices(len(servers), settings, time.monotonic() + START_SLACK_SECONDS)
+    targets = zip(servers, metadata, channels, strict=True)
     fields = {
         "kind": "send",
-        "servers": [(server.target, m) for server, m in zip(servers, metadata, strict=True)],
+        "servers": [SendServer(s.target, m, n, s.workers > 1) for s, m, n in targets],
         "slices": slices,
         "text": ECHO_TEXT,
         "expect_state": "TASK_STATE_COMPLETED",
         "rpc_timeout": settings.rpc_timeout,
     }
-    shares = split(concurrency, pool.size)
-    jobs = {w: {**fields, "concurrency": n, "channels": min(n, settings.channels)} for w, n in enumerate(shares)}
+    jobs = {w: {**fields, "concurrency": n} for w, n in enumerate(split(concurrency, pool.size))}
     pool.submit(jobs)
     samplers = [Sampler(server, pool) for server in servers]
     counted = range(len(servers), len(slices))  # the warm-up slices come first
@@ -189,17 +229,34 @@ def measure_send(
     turns: list[list[tuple[Window, list[WorkerTally]]]] = [[] for _ in servers]
     for k, window in zip(counted, windows, strict=True):
         turns[slices[k].server].append((window, [r["slices"][k] for r in results.values()]))
-    return [_send_record(server_turns, concurrency) for server_turns in turns]
+    records = [
+        _send_record(server_turns, concurrency, s.counts_db) for server_turns, s in zip(turns, samplers, strict=True)
+    ]
+    for index, (server, record) in enumerate(zip(servers, records, strict=True)):
+        if server.workers > 1:
+            record["connections_per_worker"] = _connections_per_worker(
+                [r["connections"][index] for r in results.values()]
+            )
+    return records
 
 
-def _send_record(turns: list[tuple[Window, list[WorkerTally]]], concurrency: int) -> dict[str, Any]:
+def _connections_per_worker(spreads: list[dict[str, int]]) -> list[int]:
+    """The load processes' counts of connections per worker pid, added up: one count per worker, most first."""
+    total: dict[str, int] = {}
+    for spread in spreads:
+        for pid, count in spread.items():
+            total[pid] = total.get(pid, 0) + count
+    return sorted(total.values(), reverse=True)
+
+
+def _send_record(turns: list[tuple[Window, list[WorkerTally]]], concurrency: int, db: bool) -> dict[str, Any]:
     """One server's figures from its turns, each a sampled window and the workers' tallies in it."""
     merged = merge(tally for _, tallies in turns for tally in tallies)
     completed = [sum(tally["completed"] for tally in tallies) for _, tallies in turns]
     windows = [window for window, _ in turns]
     return {
         **merged,
-        **_rates(merged["completed"], sum(windows, Window(0.0, 0.0, 0.0))),
+        **_rates(merged["completed"], sum(windows, Window(0.0, 0.0, 0.0)), db=db),
         "unit": "req/s",
         "concurrency": concurrency,
         "cycle_rates": [n / w.seconds for n, w in zip(completed, windows, strict=True)],
@@ -343,4 +400,48 @@ def measure_memory(
         "rate": stored / seconds if seconds > 0 else 0.0,
         "unit": "tasks/s",
         "concurrency": concurrency,
+    }
+
+
+def measure_ticks(
+    publisher: ServerProcess, subscriber: ServerProcess, pool: LoadPool, settings: Settings, rate: float
+) -> dict[str, Any]:
+    """Cross-replica event latency: the tick agent on `publisher` publishes `rate` events/s, stamped with the
+    moment it publishes each, for the duration (after a warm-up round); one SubscribeToTask on `subscriber`,
+    another server process on the same database, receives them. Latency = arrival - publishing, on one clock
+    (CLOCK_MONOTONIC); every event must arrive once, numbered one after the other (stream-resume), in order."""
+    seconds = settings.rpc_timeout + settings.warmup + settings.duration
+    job = {
+        "kind": "ticks",
+        "publisher": publisher.target,
+        "subscriber": subscriber.target,
+        "metadata": V1,
+        "interval_ms": 1000 / rate,
+        "warmup_ticks": max(1, round(rate * settings.warmup)),
+        "ticks": max(1, round(rate * settings.duration)),
+        "rpc_timeout": seconds,
+    }
+    sampler = Sampler([publisher, subscriber], pool)
+    pool.submit({0: job})
+    problem = pool.collect(READY, [0], seconds + RESULT_MARGIN_SECONDS)[0]
+    if problem:
+        with contextlib.suppress(RuntimeError):  # the job's failure, told by its READY already
+            pool.collect(RESULT, [0], RESULT_MARGIN_SECONDS)
+        raise RuntimeError(f"cross-replica subscriber: {problem}")
+    start = sampler.start()
+    tally = pool.collect(RESULT, [0], seconds + RESULT_MARGIN_SECONDS)[0]
+    window = sampler.since(start)
+    publisher.check_alive()
+    subscriber.check_alive()
+    merged = merge([tally])
+    return {
+        **merged,
+        **_rates(tally["ticks"], window, db=sampler.counts_db),
+        "completed": tally["ticks"],
+        "unit": "events/s",
+        "concurrency": 1,
+        "target_rate": rate,
+        "expected_events": job["ticks"],
+        "seq_gaps": tally["seq_gaps"],
+        "out_of_order": tally["out_of_order"],
     }

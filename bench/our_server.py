@@ -1,13 +1,18 @@
 """Runs our A2AServer for the bench: `python -m bench.our_server --store memory --agent echo [--no-extensions]`.
 
 Listens on a free loopback port, prints READY_PREFIX + port, serves until SIGTERM. Runs on uvloop when
-it is installed, like `a2a-grpc serve`.
+it is installed, like `a2a-grpc serve`. With `--workers N` (a postgresql:// store) it is the parent of N
+worker processes sharing one port, supervised by the same code as `a2a-grpc serve --workers N`
+(a2a_grpc.workers); each worker prints the ready line once it serves.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import logging
+import os
+import signal
 import sys
 from collections.abc import Callable
 
@@ -15,19 +20,24 @@ from a2a_grpc.agent import AgentExecutor
 from a2a_grpc.agents.echo import EchoAgent
 from a2a_grpc.cli import run_async
 from a2a_grpc.server import A2AServer, ServerSettings
-from bench.agents import ChunkAgent, RequiredExtensionEchoAgent
+from a2a_grpc.workers import Supervisor, held_ports, stop_when_orphaned, worker_index
+from bench.agents import ChunkAgent, RequiredExtensionEchoAgent, TickAgent
 from bench.protocol import serve_until_signalled
 
 AGENTS: dict[str, Callable[[], AgentExecutor]] = {
     "echo": EchoAgent,
     "echo-ext": RequiredExtensionEchoAgent,
     "chunks": ChunkAgent,
+    "ticks": TickAgent,
 }
+GRACE_SECONDS = 1.0
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--store", default="memory", help="store URL: memory or sqlite:///PATH")
+    parser.add_argument("--store", default="memory", help="store URL: memory, sqlite:///PATH or postgresql://...")
+    parser.add_argument("--listen", default="127.0.0.1:0", help="gRPC HOST:PORT (default: a free loopback port)")
+    parser.add_argument("--workers", type=int, default=1, help="worker processes sharing the port (postgresql://)")
     parser.add_argument("--agent", choices=sorted(AGENTS), default="echo")
     parser.add_argument(
         "--no-extensions", action="store_true", help="negotiate_extensions=False: no extension interceptor"
@@ -41,25 +51,56 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-async def serve(args: argparse.Namespace) -> int:
+async def serve(args: argparse.Namespace, worker: bool) -> int:
     settings = ServerSettings(
-        listen="127.0.0.1:0",
+        listen=args.listen,
         http_listen="",
         store_url=args.store,
-        grace_seconds=1.0,
+        grace_seconds=GRACE_SECONDS,
         missing_version_means="0.3",
         negotiate_extensions=not args.no_extensions,
         echo_unary_headers=args.unary_echo == "headers",
+        worker_mode=worker,
     )
     agent: AgentExecutor = AGENTS[args.agent]()
     server = A2AServer(settings, agent=agent)
     await server.start()
-    return await serve_until_signalled(server.port, lambda: server.stop(1.0))
+    watch = _terminate_when_orphaned() if worker else None
+    try:
+        return await serve_until_signalled(server.port, lambda: server.stop(GRACE_SECONDS))
+    finally:
+        if watch is not None:
+            watch.cancel()
+
+
+def _terminate_when_orphaned() -> asyncio.Task[bool]:
+    """In a worker: SIGTERM itself (so it stops as told to) once its supervisor is gone, however it ended."""
+    orphaned = asyncio.Event()
+    stop_when_orphaned(orphaned)
+    watch = asyncio.ensure_future(orphaned.wait())
+    watch.add_done_callback(_terminate_unless_cancelled)
+    return watch
+
+
+def _terminate_unless_cancelled(watch: asyncio.Task[bool]) -> None:
+    if not watch.cancelled():
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+def supervise(args: argparse.Namespace, argv: list[str]) -> int:
+    """The parent of `--workers N`: runs this command line again N times as workers, on one held port."""
+    with held_ports(args.listen, "") as port_flags:
+        command = [sys.executable, "-m", "bench.our_server", *argv, *port_flags]
+        return run_async(Supervisor(command, args.workers, GRACE_SECONDS).run())
 
 
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING)
-    return run_async(serve(parse_args(argv)))
+    argv = sys.argv[1:] if argv is None else argv
+    args = parse_args(argv)
+    if args.workers > 1 and worker_index() is None:
+        return supervise(args, argv)
+    return run_async(serve(args, worker=args.workers > 1))
 
 
 if __name__ == "__main__":

@@ -37,6 +37,22 @@ NOTES = (
     "sdk = the reference a2a-sdk gRPC server (GrpcHandler + DefaultRequestHandler + InMemoryTaskStore) with "
     "an echo agent, in its own venv, driven with the same load generator and the same wire.",
 )
+REPLICA_NOTES = (
+    "replicas.send.{sqlite,pg,pg-workers2} = our server as in send.sqlite.noext (echo agent, no extension "
+    "interceptor) on SQLite, on PostgreSQL, and as `--workers 2` on PostgreSQL (a supervisor and two worker "
+    "processes sharing the port, a2a_grpc.workers), each driven over 8 connections per load process (the "
+    "kernel spreads connections between the workers, not calls; the count each worker got is shown). The "
+    "server side of these cases (the server's processes, workers included, and the PostgreSQL cluster, whose "
+    "backends inherit its CPUs) runs on the servers' CPUs (unless --no-pin); srv cores/us are the server's whole process tree; "
+    "PostgreSQL's CPU is shown apart and is not in 'other'. The bench's PostgreSQL commits without waiting "
+    "for the disk (synchronous_commit=off), as the SQLite store does (WAL, synchronous=NORMAL).",
+    "replicas.subscribe = two server processes on one PostgreSQL database: the tick agent on one publishes an "
+    "artifact chunk every 10 ms (100 events/s), stamped with the moment it publishes it (CLOCK_MONOTONIC, one "
+    "clock for the machine); one SubscribeToTask on the other server, with stream-resume on, receives them. "
+    "p50/p99 are publishing -> arrival (the store commit, NOTIFY, the other replica's read of the log and the "
+    "stream) over the measured round, after a warm-up round; every event must arrive once, numbered one after "
+    "the other, in order.",
+)
 
 
 def _fmt(value: Any, digits: int = 0) -> str:
@@ -47,8 +63,9 @@ def _fmt(value: Any, digits: int = 0) -> str:
     return str(value)
 
 
+NAME_WIDTH = 28  # replicas.send.pg-workers2@64
 HEADER = (
-    f"{'case':<26} {'conc':>5} {'rate':>10} {'unit':<9} {'p50 ms':>8} {'p99 ms':>8} "
+    f"{'case':<{NAME_WIDTH}} {'conc':>5} {'rate':>10} {'unit':<9} {'p50 ms':>8} {'p99 ms':>8} "
     f"{'srv us/op':>10} {'srv cores':>9} {'load cores':>10} {'other':>6} {'errors':>6}"
 )
 
@@ -58,22 +75,40 @@ def row(r: Record) -> list[str]:
     name = r["family"]
     if "skipped" in r or "failed" in r:
         word = "SKIPPED" if "skipped" in r else "FAILED"
-        return [f"{name:<26} {_fmt(r.get('concurrency')):>5} {word}: {r.get('skipped') or r.get('failed')}"]
+        return [f"{name:<{NAME_WIDTH}} {_fmt(r.get('concurrency')):>5} {word}: {r.get('skipped') or r.get('failed')}"]
     if r["kind"] == "memory":
         return [
-            f"{name:<26} {_fmt(r['concurrency']):>5} {_fmt(r['rate']):>10} {r['unit']:<9} "
+            f"{name:<{NAME_WIDTH}} {_fmt(r['concurrency']):>5} {_fmt(r['rate']):>10} {r['unit']:<9} "
             f"RSS idle {r['rss_idle_mb']:.1f} MiB, after {r['completed']:,} tasks {r['rss_after_mb']:.1f} MiB "
             f"({_fmt(r['bytes_per_task'])} B/task), listed {r['tasks_listed']:,}, errors {r['errors']}"
         ]
     lines = [
-        f"{name:<26} {_fmt(r['concurrency']):>5} {_fmt(r['rate']):>10} {r['unit']:<9} "
+        f"{name:<{NAME_WIDTH}} {_fmt(r['concurrency']):>5} {_fmt(r['rate']):>10} {r['unit']:<9} "
         f"{_fmt(r['p50_ms'], 2):>8} {_fmt(r['p99_ms'], 2):>8} {_fmt(r['server_cpu_us']):>10} "
         f"{_fmt(r['server_cpu_cores'], 2):>9} {_fmt(r['load_cpu_cores'], 2):>10} "
         f"{_fmt(r['other_cpu_cores'], 2):>6} {r['errors']:>6}"
     ]
+    details = _details(r)
+    if details:
+        lines.append(f"{'':<{NAME_WIDTH}}   {'; '.join(details)}")
     if r["errors"]:
-        lines.append(f"{'':<26}   first error: {r['first_error']}")
+        lines.append(f"{'':<{NAME_WIDTH}}   first error: {r['first_error']}")
     return lines
+
+
+def _details(r: Record) -> list[str]:
+    """What a replicas case shows besides the columns."""
+    details = []
+    if r.get("db_cpu_cores") is not None:
+        details.append(f"PostgreSQL {r['db_cpu_cores']:.2f} cores, {_fmt(r['db_cpu_us'])} us/op")
+    if "connections_per_worker" in r:
+        details.append(f"connections per worker {'+'.join(map(str, r['connections_per_worker']))}")
+    if r["kind"] == "replica":
+        details.append(
+            f"{r['completed']:,} of {r['expected_events']:,} events published at {r['target_rate']:.0f}/s arrived, "
+            f"{r['seq_gaps']} seq gaps, {r['out_of_order']} out of order"
+        )
+    return details
 
 
 def table(records: Iterable[Record]) -> str:
@@ -139,6 +174,7 @@ def ratios(records: list[Record], concurrencies: list[int]) -> list[Record]:
             out += _overheads(by_name, store, c)
         out += _overheads(by_name, "memory", c, "ext-headers")
         out.append(_entry(f"send.sdk@{c} / bare", _paired(by_name, f"send.sdk@{c}", f"send.bare@{c}")))
+        out += _replica_ratios(by_name, c)
     for top, bottom in (
         ("stream.ours", "stream.sdk"),
         ("stream.ours", "stream.bare"),
@@ -162,6 +198,48 @@ def ratios(records: list[Record], concurrencies: list[int]) -> list[Record]:
     return [r for r in out if r["value"] is not None]
 
 
+REPLICA_PAIRS = (
+    ("replicas.send.pg", "replicas.send.sqlite", 0.6),
+    ("replicas.send.pg-workers2", "replicas.send.pg", 1.3),
+)
+
+
+def _store_cpu_us(r: Record) -> float | None:
+    """Server CPU per request, the database server's included."""
+    if r.get("server_cpu_us") is None:
+        return None
+    return float(r["server_cpu_us"] + (r.get("db_cpu_us") or 0.0))
+
+
+def _replica_ratios(records: dict[str, Record], c: int) -> list[Record]:
+    out = []
+    for top, bottom, _ in REPLICA_PAIRS:
+        out.append(
+            _entry(
+                f"{top}@{c} / {bottom.removeprefix('replicas.send.')}", _paired(records, f"{top}@{c}", f"{bottom}@{c}")
+            )
+        )
+    for top, bottom, _ in REPLICA_PAIRS:
+        spent = [_store_cpu_us(records.get(f"{n}@{c}", {})) for n in (top, bottom)]
+        values = [spent[0] / spent[1]] if spent[0] and spent[1] else []
+        out.append(_entry(f"server+PostgreSQL CPU per op: {top}@{c} / {bottom.removeprefix('replicas.send.')}", values))
+    return out
+
+
+def _replica_targets(records: dict[str, Record], c: int) -> list[Record]:
+    out: list[Record] = []
+    for top, bottom, floor in REPLICA_PAIRS:
+        value = _ratio(records, f"{top}@{c}", f"{bottom}@{c}")
+        if value is not None:
+            out.append({"target": f"{top}@{c} >= {floor}x {bottom}@{c}", "value": value, "met": value >= floor})
+    ticks = records.get("replicas.subscribe", {})
+    if "p99_ms" in ticks:
+        name = f"replicas.subscribe p99 < 50 ms at {ticks['target_rate']:.0f} events/s, every event in order"
+        met = ticks["p99_ms"] < 50 and not ticks["errors"]
+        out.append({"target": name, "value": ticks["p99_ms"], "met": met, "unit": "ms"})
+    return out
+
+
 def targets(records: list[Record], concurrencies: list[int]) -> list[Record]:
     """The figures the server aims at, at the highest concurrency measured (64 in a full run)."""
     by_name = {r["name"]: r for r in records}
@@ -176,7 +254,7 @@ def targets(records: list[Record], concurrencies: list[int]) -> list[Record]:
             name = f"extension overhead send.{store}@{c} < 5% (server CPU, ext/noext - 1)"
             value = statistics.median(added)
             out.append({"target": name, "value": value, "met": value < 0.05, "percent": True})
-    return out
+    return out + _replica_targets(by_name, c)
 
 
 def ceiling_note(records: list[Record], concurrencies: list[int]) -> str | None:
@@ -232,11 +310,53 @@ def unsaturated_note(records: list[Record], concurrencies: list[int]) -> str | N
     )
 
 
+def replica_cpu_notes(records: list[Record], concurrencies: list[int]) -> list[str]:
+    """Where the CPUs went in the replicas.send cases at full load (what limits them), and what pinning leaves
+    the workers on this machine."""
+    c = max(concurrencies)
+    notes = []
+    for r in records:
+        if not r["name"].startswith("replicas.send.") or r.get("concurrency") != c or "rate" not in r:
+            continue
+        db = r.get("db_cpu_cores") or 0.0
+        used = r["server_cpu_cores"] + db + r["load_cpu_cores"] + r["other_cpu_cores"]
+        notes.append(
+            f"{r['name']}: CPU-seconds per second: server {r['server_cpu_cores']:.2f}, PostgreSQL {db:.2f}, "
+            f"load {r['load_cpu_cores']:.2f}, other {r['other_cpu_cores']:.2f} = {used:.2f} of {r['cpus']} CPUs"
+        )
+    workers = next((r for r in records if r["name"] == f"replicas.send.pg-workers2@{c}" and "rate" in r), None)
+    if workers is not None and workers["server_cpus"] is not None and workers["server_cpus"] < workers["workers"]:
+        notes.append(
+            f"replicas.send.pg-workers2: pinned, the server side (both workers and PostgreSQL) has "
+            f"{workers['server_cpus']} of the {workers['cpus']} CPUs, fewer than its {workers['workers']} workers: "
+            "they take turns on it, so the ratio to one process shows what the second worker costs, not what it "
+            "could gain; --no-pin lets them use every CPU (shared with the load generator and PostgreSQL)."
+        )
+    return notes
+
+
 def _shown(value: float, figure: Record) -> str:
+    if figure.get("unit") == "ms":
+        return f"{value:.1f} ms"
     return f"{value * 100:+.1f}%" if figure.get("percent") else f"{value:.2f}x"
 
 
-def summary(records: list[Record], concurrencies: list[int]) -> str:
+def fixed_notes(records: list[Record], extra: Iterable[str]) -> list[str]:
+    """`extra` (what the run left out), then how the figures are made (the replicas' when measured)."""
+    replicas = any(r["name"].startswith("replicas.") and "rate" in r for r in records)
+    return [*extra, *NOTES, *(REPLICA_NOTES if replicas else ())]
+
+
+def _notes(records: list[Record], concurrencies: list[int], extra: Iterable[str]) -> list[str]:
+    found = [
+        n
+        for n in (noise_note(records), ceiling_note(records, concurrencies), unsaturated_note(records, concurrencies))
+        if n
+    ]
+    return found + replica_cpu_notes(records, concurrencies) + fixed_notes(records, extra)
+
+
+def summary(records: list[Record], concurrencies: list[int], extra_notes: Iterable[str] = ()) -> str:
     found_ratios = ratios(records, concurrencies)
     found = targets(records, concurrencies)
     width = max([60] + [len(r["ratio"]) for r in found_ratios] + [len(t["target"]) for t in found])
@@ -248,16 +368,13 @@ def summary(records: list[Record], concurrencies: list[int]) -> str:
         lines += ["", "Targets:"]
         for t in found:
             lines.append(f"  {t['target']:<{width}} {_shown(t['value'], t):>7}  {'met' if t['met'] else 'NOT met'}")
-    found_notes = [
-        n
-        for n in (noise_note(records), ceiling_note(records, concurrencies), unsaturated_note(records, concurrencies))
-        if n
-    ]
-    lines += ["", "Notes:"] + [f"  - {n}" for n in found_notes + list(NOTES)]
+    lines += ["", "Notes:"] + [f"  - {n}" for n in _notes(records, concurrencies, extra_notes)]
     return "\n".join(lines)
 
 
-def write_json(path: Path, meta: dict[str, Any], records: list[Record], concurrencies: list[int]) -> None:
+def write_json(
+    path: Path, meta: dict[str, Any], records: list[Record], concurrencies: list[int], extra_notes: Iterable[str] = ()
+) -> None:
     document = {
         "meta": meta,
         "cases": records,
@@ -266,6 +383,7 @@ def write_json(path: Path, meta: dict[str, Any], records: list[Record], concurre
         "load_generator_ceiling": ceiling_note(records, concurrencies),
         "noise_warning": noise_note(records),
         "not_cpu_bound": unsaturated_note(records, concurrencies),
-        "notes": list(NOTES),
+        "replicas": replica_cpu_notes(records, concurrencies),
+        "notes": fixed_notes(records, extra_notes),
     }
     path.write_text(json.dumps(document, indent=2) + "\n")

@@ -6,6 +6,15 @@ Case families (filter them with --cases, shell-style patterns):
   stream.{bare,sdk,ours}                                  SendStreamingMessage, CHUNKS artifact chunks per task
   fanout.{sdk,ours}                                       SubscribeToTask, --subscribers streams on one task
   memory.ours                                             server RSS after --memory-tasks stored tasks
+  replicas.send.{sqlite,pg,pg-workers2}                   SendMessage, echo agent, one process on SQLite, one on
+                                                          PostgreSQL, `--workers 2` on PostgreSQL (8 connections
+                                                          per load process each, so that both workers get some)
+  replicas.subscribe                                      cross-replica event latency: a task publishing 100
+                                                          events/s on one server, streamed from another (PostgreSQL)
+
+The PostgreSQL cases run on a throwaway cluster the bench starts on 127.0.0.1 (or on --postgres URL), each
+server on a database of its own; without the PostgreSQL server binaries they are skipped (one line says so).
+Just these rows: --cases 'replicas.*' --concurrency 64.
 
 The send cases at one concurrency are measured together: all their servers run at once and the load moves
 from one to the next every --slice seconds, so a ratio between two of them pairs turns taken a second apart.
@@ -14,7 +23,9 @@ The other cases run one after another. Every case runs --repeat times round-robi
 
 The servers run on the first half of the CPUs this process may use and the load workers on the other half
 (--no-pin: wherever the scheduler puts them): on 2 cores, how the scheduler shares them out between the server
-and two load workers otherwise swings a server's rate by a factor of two from one second to the next.
+and two load workers otherwise swings a server's rate by a factor of two from one second to the next. A
+server's half holds all its processes (a `--workers` supervisor and its workers) and the bench's PostgreSQL
+cluster: on 2 cores, one core for two workers, so only --no-pin shows what a second worker gains.
 """
 
 from __future__ import annotations
@@ -37,23 +48,29 @@ from pathlib import Path
 from typing import Any
 
 from bench import measure, report
+from bench.databases import Databases
 from bench.loadgen import LoadPool
+from bench.pg_cluster import PostgresUnavailable
 from bench.procs import ServerProcess
 from bench.protocol import BENCH_EXTENSION_URI, CHUNKS
 from bench.sdk_env import SDK_REQUIREMENT, SdkUnavailableError, sdk_python
 
 ROOT = Path(__file__).resolve().parent.parent
 EXTENSION_METADATA = (*measure.V1, ("a2a-extensions", BENCH_EXTENSION_URI))
+REPLICA_CHANNELS = 8  # connections per load process for the replicas.send cases: the kernel spreads connections
+TICK_RATE = 100.0  # events/s published in replicas.subscribe
 
 
 @dataclass(frozen=True)
 class Family:
     name: str
-    kind: str  # send | stream | fanout | memory
+    kind: str  # send | stream | fanout | memory | replica
     server: str  # ours | bare | sdk
-    store: str = "memory"
+    store: str = "memory"  # memory | sqlite | postgres
     extension: bool = False
     unary_echo: str = "trailers"  # "headers": unary calls echo in headers too (ServerSettings.echo_unary_headers)
+    workers: int = 1  # server processes sharing the port (`--workers`)
+    channels: int = 1  # connections per load process, at least
 
 
 FAMILIES = (
@@ -70,6 +87,10 @@ FAMILIES = (
     Family("fanout.sdk", "fanout", "sdk"),
     Family("fanout.ours", "fanout", "ours"),
     Family("memory.ours", "memory", "ours"),
+    Family("replicas.send.sqlite", "send", "ours", "sqlite", channels=REPLICA_CHANNELS),
+    Family("replicas.send.pg", "send", "ours", "postgres", channels=REPLICA_CHANNELS),
+    Family("replicas.send.pg-workers2", "send", "ours", "postgres", workers=2, channels=REPLICA_CHANNELS),
+    Family("replicas.subscribe", "replica", "ours", "postgres"),
 )
 
 
@@ -84,6 +105,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--cases", default="*", help="comma-separated patterns of case families, e.g. 'send.*,fanout.*'"
     )
     parser.add_argument("--out", default="bench-results.json", help="JSON results file")
+    parser.add_argument(
+        "--postgres",
+        metavar="URL",
+        help="run the PostgreSQL cases on this server (the bench creates and drops databases of its own on it) "
+        "instead of a throwaway cluster",
+    )
     parser.add_argument("--quick", action="store_true", help="short cases and fewer stored tasks, for a smoke run")
     parser.add_argument("--load-procs", type=int, default=2, help="load generator processes (default 2)")
     parser.add_argument("--channels", type=int, default=1, help="connections per load process (default 1)")
@@ -175,6 +202,9 @@ class Bench:
         self._sdk: Path | SdkUnavailableError | None = None
         self._scratch = tempfile.TemporaryDirectory(prefix="a2a-bench-")
         self.server_cpus, self.load_cpus = _cpu_halves(not args.no_pin)
+        self.families: list[Family] = list(args.families)
+        self.databases = Databases(args.postgres, self.server_cpus)
+        self.notes: list[str] = []  # for the report: the PostgreSQL cases skipped, and why
 
     # ---- servers -------------------------------------------------------------------------------
 
@@ -188,20 +218,19 @@ class Bench:
             raise self._sdk
         return self._sdk
 
-    def _server_argv(self, family: Family) -> list[str]:
-        agent = "echo" if family.kind in ("send", "memory") else "chunks"
+    def _server_argv(self, family: Family, store: str = "memory") -> list[str]:
+        agent = {"send": "echo", "memory": "echo", "replica": "ticks"}.get(family.kind, "chunks")
         if family.server == "bare":
             return [sys.executable, "-m", "bench.bare_server"]
         if family.server == "sdk":
             argv = [str(self._sdk_python()), "-m", "bench.sdk_server", "--agent", agent]
             return argv + (["--uvloop"] if self.args.sdk_uvloop else [])
-        store = "memory"
         if family.store == "sqlite":
             store = f"sqlite:///{self._scratch.name}/{family.name}.db"
         if family.extension:
             agent = "echo-ext"
         argv = [sys.executable, "-m", "bench.our_server", "--store", store, "--agent", agent]
-        argv += ["--unary-echo", family.unary_echo]
+        argv += ["--unary-echo", family.unary_echo, "--workers", str(family.workers)]
         return argv + (["--no-extensions"] if family.kind == "send" and not family.extension else [])
 
     def _profiler(self, family: Family, server: ServerProcess) -> subprocess.Popen[bytes] | None:
@@ -214,8 +243,9 @@ class Bench:
         out_dir.mkdir(parents=True, exist_ok=True)
         argv = [py_spy, "record", "--pid", str(server.pid), "--rate", "250", "--format", "raw"]
         argv += ["--native"] if self.args.profile_native else ["--nonblocking"]
+        argv += ["--subprocesses"] if server.workers > 1 else []
         suffix = f".{self._repetition + 1}" if self.args.repeat > 1 else ""
-        argv += ["--output", str(out_dir / f"{family.name}{suffix}.txt")]
+        argv += ["--output", str(out_dir / f"{server.name}{suffix}.txt")]
         return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
     # ---- cases ---------------------------------------------------------------------------------
@@ -228,8 +258,12 @@ class Bench:
             "server": family.server,
             "store": family.store if family.server == "ours" else None,
             "extension": family.extension,
+            "workers": family.workers,
             **result,
         }
+        if family.name.startswith("replicas."):
+            record["cpus"] = len(os.sched_getaffinity(0))
+            record["server_cpus"] = len(self.server_cpus) if self.server_cpus else None
         self._runs.setdefault(record["name"], []).append(record)
         print("\n".join(report.row(record)), flush=True)
 
@@ -242,9 +276,16 @@ class Bench:
                 self._record(family, {key: reason, "concurrency": c}, suffix)
 
     @contextlib.contextmanager
-    def _serving(self, family: Family) -> Iterator[ServerProcess]:
-        """The family's server (recorded by py-spy with --profile) until the block ends."""
-        server = ServerProcess(family.name, self._server_argv(family), ROOT, self.server_cpus)
+    def _serving(self, family: Family, database: str | None = None, role: str = "") -> Iterator[ServerProcess]:
+        """The family's server (recorded by py-spy with --profile) until the block ends; a PostgreSQL family's
+        on `database`, else on a new database of its own. `role` tells two servers of one case apart."""
+        db_pid = None
+        if family.store == "postgres":
+            database = database or self.databases.new()
+            db_pid = self.databases.db_pid
+        argv = self._server_argv(family, database or "memory")
+        name = f"{family.name}.{role}" if role else family.name
+        server = ServerProcess(name, argv, ROOT, self.server_cpus, workers=family.workers, db_pid=db_pid)
         profiler = None
         try:
             profiler = self._profiler(family, server)
@@ -258,7 +299,7 @@ class Bench:
         """The selected send families' servers, and how many failed to start (skipped ones are no failure)."""
         servers: dict[Family, ServerProcess] = {}
         failed = 0
-        for family in (f for f in self.args.families if f.kind == "send"):
+        for family in (f for f in self.families if f.kind == "send"):
             try:
                 servers[family] = stack.enter_context(self._serving(family))
             except SdkUnavailableError as error:
@@ -273,10 +314,12 @@ class Bench:
         assert self.pool is not None
         with contextlib.ExitStack() as stack:
             servers, failed = self._start_send_servers(stack)
+            started = list(servers.values())
             metadata = [EXTENSION_METADATA if family.extension else measure.V1 for family in servers]
+            channels = [max(self.args.channels, family.channels) for family in servers]
             for c in self.args.concurrency if servers else []:
                 try:
-                    results = measure.measure_send(list(servers.values()), metadata, self.pool, self.settings, c)
+                    results = measure.measure_send(started, metadata, self.pool, self.settings, c, channels)
                 except Exception as error:
                     failed += 1
                     results = [{"failed": f"{type(error).__name__}: {error}", "concurrency": c}] * len(servers)
@@ -284,9 +327,23 @@ class Bench:
                     self._record(family, result, f"@{c}")
         return failed
 
-    def run_family(self, family: Family) -> None:
-        """One run of a stream, fanout or memory family."""
+    def run_replica_family(self, family: Family) -> None:
+        """One run of the cross-replica latency case: two servers on one database."""
         assert self.pool is not None
+        database = self.databases.new()
+        with (
+            self._serving(family, database, "publisher") as publisher,
+            self._serving(family, database, "subscriber") as subscriber,
+        ):
+            result = measure.measure_ticks(publisher, subscriber, self.pool, self.settings, TICK_RATE)
+            self._record(family, result)
+
+    def run_family(self, family: Family) -> None:
+        """One run of a stream, fanout, memory or replica family."""
+        assert self.pool is not None
+        if family.kind == "replica":
+            self.run_replica_family(family)
+            return
         try:
             with self._serving(family) as server:
                 if family.kind == "stream":
@@ -299,15 +356,33 @@ class Bench:
         except SdkUnavailableError as error:
             self._not_run(family, "skipped", f"{SDK_REQUIREMENT} unavailable: {error}")
 
+    def _start_postgres(self) -> int:
+        """Start the PostgreSQL server when a selected case needs it; without one, leave those cases out with
+        one line saying why (a skip when PostgreSQL cannot run here, else a failure: how many, 0 or 1)."""
+        needing = [f for f in self.families if f.store == "postgres"]
+        if not needing:
+            return 0
+        try:
+            self.databases.start()
+            return 0
+        except Exception as error:
+            skipped = isinstance(error, PostgresUnavailable)
+            reason = str(error) if skipped else f"{type(error).__name__}: {error}"
+            self.families = [f for f in self.families if f not in needing]
+            line = f"{', '.join(f.name for f in needing)}: {'SKIPPED' if skipped else 'FAILED'}: {reason}"
+            self.notes.append(f"PostgreSQL cases {line}")
+            print(line, flush=True)
+            return 0 if skipped else 1
+
     def run(self) -> int:
         """Every selected case, `--repeat` times round-robin (memory.ours once); 1 when any case failed."""
         self.pool = LoadPool(self.args.load_procs, self.load_cpus)
         print(report.table([]), flush=True)  # the header; each case prints its row when measured
-        failed = 0
+        failed = self._start_postgres()
         for repetition in range(self.args.repeat):
             self._repetition = repetition
             failed += self.run_send_families()
-            for family in self.args.families:
+            for family in self.families:
                 if family.kind == "send" or (family.kind == "memory" and repetition > 0):
                     continue
                 try:
@@ -350,11 +425,15 @@ class Bench:
             "stream_chunks": CHUNKS,
             "subscribers": self.args.subscribers,
             "memory_tasks": self.args.memory_tasks,
+            "replica_channels_per_load_process": max(self.args.channels, REPLICA_CHANNELS),
+            "replica_tick_rate": TICK_RATE,
+            "postgres": self.databases.description,
         }
 
     def close(self) -> None:
         if self.pool is not None:
             self.pool.close()
+        self.databases.close()
         self._scratch.cleanup()
 
 
@@ -366,8 +445,9 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         bench.close()
     out = Path(args.out)
-    report.write_json(out, bench.meta(), bench.records, args.concurrency)
-    print(report.summary(bench.records, args.concurrency))
+    meta = bench.meta()
+    report.write_json(out, meta, bench.records, args.concurrency, bench.notes)
+    print(report.summary(bench.records, args.concurrency, bench.notes))
     print(f"\nresults written to {out}")
     return status
 

@@ -5,7 +5,9 @@ numbers, never how fast anything was.
 
 The reference SDK's cases need the SDK's own venv, which the bench installs from the package index the
 first time: they run when A2A_GRPC_BENCH_SDK=1 (installing it if need be), or when that venv is there
-already and A2A_GRPC_BENCH_SDK is not 0. The other cases always run, offline.
+already and A2A_GRPC_BENCH_SDK is not 0. The other cases always run, offline. The replicas.* cases need
+PostgreSQL: they run as the PostgreSQL store tests do (the `postgres_server` fixture), on the bench's own
+throwaway cluster, or on $A2A_GRPC_TEST_POSTGRES_URL when set.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from typing import Any
 
 import pytest
 
+from bench import databases, run
+from bench.pg_cluster import PostgresUnavailable
 from bench.sdk_env import sdk_installed
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -42,6 +46,8 @@ SEND_FAMILIES = (
 OTHER_CASES = ("stream.bare", "stream.sdk", "stream.ours", "fanout.sdk", "fanout.ours", "memory.ours")
 MEMORY_TASKS = 300
 SUBSCRIBERS = 4
+REPLICA_CONCURRENCY = 16  # 8 callers per load process: each opens 8 connections, for both workers to get some
+REPLICA_SEND = ("replicas.send.sqlite", "replicas.send.pg", "replicas.send.pg-workers2")
 
 
 def _selected(names: tuple[str, ...]) -> list[str]:
@@ -66,6 +72,26 @@ def bench_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any],
     ]
     done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=840)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    return json.loads(out.read_text()), done.stdout
+
+
+@pytest.fixture(scope="module")
+def replicas_run(tmp_path_factory: pytest.TempPathFactory, postgres_server: str) -> tuple[dict[str, Any], str]:
+    out = tmp_path_factory.mktemp("bench-replicas") / "results.json"
+    argv = [
+        "bash",
+        str(ROOT / "scripts" / "bench"),
+        "--cases=replicas.*",
+        "--quick",
+        "--duration=1",
+        "--warmup=0.2",
+        f"--concurrency={REPLICA_CONCURRENCY}",
+        f"--out={out}",
+    ]
+    if os.environ.get("A2A_GRPC_TEST_POSTGRES_URL"):
+        argv.append(f"--postgres={postgres_server}")
+    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout.partition("\nNotes:")[0][-4000:] + done.stderr[-4000:]
     return json.loads(out.read_text()), done.stdout
 
 
@@ -146,3 +172,72 @@ def test_ratios_and_table_are_reported(bench_run: tuple[dict[str, Any], str]) ->
     assert document["meta"]["load_processes"] >= 2
     for line in ("Ratios (measured side by side in this run", "Targets:", "send.memory.ext@1"):
         assert line in stdout
+
+
+@pytest.mark.timeout(400)
+def test_replica_send_cases_are_measured_side_by_side(replicas_run: tuple[dict[str, Any], str]) -> None:
+    document = replicas_run[0]
+    cases = _cases(document)
+    assert sorted(cases) == sorted(
+        [f"{family}@{REPLICA_CONCURRENCY}" for family in REPLICA_SEND] + ["replicas.subscribe"]
+    )
+    cycles = document["meta"]["send_cycles"] * document["meta"]["repeat"]
+    own_cluster = not os.environ.get("A2A_GRPC_TEST_POSTGRES_URL")
+    for family in REPLICA_SEND:
+        case = cases[f"{family}@{REPLICA_CONCURRENCY}"]
+        assert "skipped" not in case and "failed" not in case, (family, case)
+        assert case["errors"] == 0, (family, case["first_error"])
+        assert case["completed"] > 0 and case["rate"] > 0 and len(case["cycle_rates"]) == cycles, family
+        assert case["workers"] == (2 if family.endswith("workers2") else 1)
+        if case["store"] == "postgres" and own_cluster:  # the bench knows its cluster's processes
+            assert case["db_cpu_cores"] > 0 and case["db_cpu_us"] > 0, family
+    # every connection the load processes opened was served by one of the two workers
+    spread = cases[f"replicas.send.pg-workers2@{REPLICA_CONCURRENCY}"]["connections_per_worker"]
+    assert sum(spread) == document["meta"]["replica_channels_per_load_process"] * document["meta"]["load_processes"]
+    assert len(spread) == 2
+
+
+@pytest.mark.timeout(400)
+def test_cross_replica_events_all_arrive_in_order(replicas_run: tuple[dict[str, Any], str]) -> None:
+    case = _cases(replicas_run[0])["replicas.subscribe"]
+    assert case["errors"] == 0, case["first_error"]
+    assert case["target_rate"] == 100 and case["expected_events"] == 100  # one second at 100 events/s
+    assert case["completed"] == case["expected_events"]
+    assert case["seq_gaps"] == 0 and case["out_of_order"] == 0
+    assert 0 < case["p50_ms"] <= case["p99_ms"] < 60_000
+
+
+@pytest.mark.timeout(400)
+def test_replica_ratios_and_targets_are_reported(replicas_run: tuple[dict[str, Any], str]) -> None:
+    document, stdout = replicas_run
+    c = REPLICA_CONCURRENCY
+    names = {r["ratio"] for r in document["ratios"]}
+    assert {f"replicas.send.pg@{c} / sqlite", f"replicas.send.pg-workers2@{c} / pg"} <= names
+    assert {t["target"] for t in document["targets"]} == {
+        f"replicas.send.pg@{c} >= 0.6x replicas.send.sqlite@{c}",
+        f"replicas.send.pg-workers2@{c} >= 1.3x replicas.send.pg@{c}",
+        "replicas.subscribe p99 < 50 ms at 100 events/s, every event in order",
+    }
+    assert len(document["replicas"]) >= len(REPLICA_SEND)  # where the CPUs went, case by case
+    for line in ("connections per worker", "of 100 events published at 100/s arrived", "Targets:"):
+        assert line in stdout
+
+
+def test_postgres_cases_are_skipped_with_one_line_without_postgres(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def unavailable(settings: object) -> None:
+        raise PostgresUnavailable("PostgreSQL server binaries not found")
+
+    monkeypatch.setattr(databases, "start_cluster", unavailable)
+    bench = run.Bench(run.parse_args(["--cases=replicas.*,send.bare"]))
+    try:
+        assert bench._start_postgres() == 0  # a skip, not a failure
+    finally:
+        bench.close()
+    assert [f.name for f in bench.families] == ["send.bare", "replicas.send.sqlite"]
+    lines = [line for line in capsys.readouterr().out.splitlines() if "SKIPPED" in line]
+    assert lines == [
+        "replicas.send.pg, replicas.send.pg-workers2, replicas.subscribe: SKIPPED: PostgreSQL server binaries not found"
+    ]
+    assert any("PostgreSQL server binaries not found" in note for note in bench.notes)

@@ -8,7 +8,8 @@ from urllib.parse import urlsplit
 
 import asyncpg  # type: ignore[import-untyped,unused-ignore]
 import pytest
-from pg_cluster import fresh_database
+
+from bench.pg_cluster import fresh_database
 
 
 @pytest.fixture
