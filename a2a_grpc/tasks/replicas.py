@@ -1,5 +1,5 @@
 """What a replica does to share a store with others: keep its lease, notice dead replicas, follow the
-events and cancel requests other replicas write.
+events and cancel requests other replicas write, and cancel the tasks they run.
 
 The task manager owns one `ReplicaKeeper` when its store is shared. The keeper renews this replica's
 heartbeat, fails the running tasks whose runner's lease expired (each exactly once: the failing write
@@ -10,10 +10,19 @@ down, polls for what notifications would have said.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Coroutine, Iterable
 
-from a2a_grpc.store.base import SharedStore
+from a2a_grpc.call import CallContext
+from a2a_grpc.errors import A2AError, TaskChangedError
+from a2a_grpc.generated import a2a_pb2
+from a2a_grpc.ids import new_id
+from a2a_grpc.protocol import RUNNING_STATES, TERMINAL_STATES
+from a2a_grpc.store.base import SharedStore, StoreError
+from a2a_grpc.tasks.agent_runs import CANCEL_GRACE_SECONDS, AgentRuns
+from a2a_grpc.tasks.live import LiveTask
+from a2a_grpc.tasks.live_tasks import LiveTasks
+from a2a_grpc.tasks.writes import TaskWriter
 
 log = logging.getLogger(__name__)
 
@@ -21,27 +30,28 @@ log = logging.getLogger(__name__)
 LEASE_SECONDS = 10.0
 # How often a replica polls the store for events and cancel requests while notifications are down.
 POLL_SECONDS = 1.0
+# How much longer a cancel routed to another replica waits for that replica to answer.
+ROUTED_CANCEL_MARGIN_SECONDS = 2.0
 
 
 class ReplicaKeeper:
-    """The background work of one replica; the callbacks are the task manager's."""
+    """The background work of one replica, and what it does to the tasks of the others: it acts on this
+    process's live tasks through `tasks`, `writer` and `runs`, as the task manager does."""
 
     def __init__(
         self,
         store: SharedStore,
+        tasks: LiveTasks,
+        writer: TaskWriter,
+        runs: AgentRuns,
         *,
-        watched_tasks: Callable[[], Iterable[str]],
-        note_events: Callable[[str, int], None],
-        take_cancels: Callable[[], Coroutine[object, object, None]],
-        fail_expired: Callable[[str, str], Awaitable[None]],
         lease_seconds: float = LEASE_SECONDS,
         poll_seconds: float = POLL_SECONDS,
     ) -> None:
         self.store = store
-        self._watched_tasks = watched_tasks
-        self._note_events = note_events
-        self._take_cancels = take_cancels
-        self._fail_expired = fail_expired
+        self._tasks = tasks
+        self._writer = writer
+        self._runs = runs
         self.lease_seconds = lease_seconds
         self._poll_seconds = min(poll_seconds, lease_seconds / 3)
         self._loops: list[asyncio.Task[None]] = []
@@ -49,20 +59,55 @@ class ReplicaKeeper:
         self._failing = False  # the last round failed: log once per incident
 
     def start(self) -> None:
-        self.store.listen(self._note_events, self._cancel_requested)
+        self.store.listen(self._tasks.note_events, self._cancel_requested)
         loop = asyncio.get_running_loop()
         self._loops = [loop.create_task(self._keep_lease()), loop.create_task(self._follow())]
 
     async def stop(self) -> None:
-        tasks = [*self._loops, *self._cancel_checks]
-        for task in tasks:
+        """Stop following the other replicas, and give up this replica's lease once its last writes are stored."""
+        background = [*self._loops, *self._cancel_checks]
+        for task in background:
             task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await asyncio.gather(*background, return_exceptions=True)
+        writes = [live.last_write for live in self._tasks if live.last_write is not None]
+        await asyncio.gather(*writes, return_exceptions=True)
+        try:
+            await self.store.release()
+        except Exception as error:  # the lease then lapses on its own
+            log.warning("could not give up this server's lease on its tasks: %s", error)
+
+    async def cancel_elsewhere(self, live: LiveTask, call: CallContext) -> LiveTask:
+        """Cancel a task another replica runs: ask it through the store and wait for the task to settle;
+        cancel it here if the runner does not answer (it may have died before its lease expired)."""
+        watcher = self._tasks.watch(live, None, close_on_interrupt=True)
+        try:
+            await self.store.request_cancel(live.task.id)
+            async with asyncio.timeout(CANCEL_GRACE_SECONDS + ROUTED_CANCEL_MARGIN_SECONDS):
+                async for _ in watcher.events():
+                    pass
+        except TimeoutError:
+            pass
+        finally:
+            self._tasks.unwatch(live, watcher)
+        live = await self._tasks.load(live.task.id, call)
+        if live.state not in TERMINAL_STATES and live.run is None:
+            self._writer.set_status(live, a2a_pb2.TASK_STATE_CANCELED, None)
+            try:
+                await live.durable()
+            except TaskChangedError:  # the runner's own answer landed first
+                live = await self._tasks.load(live.task.id, call)
+        return live
 
     def _cancel_requested(self) -> None:
-        check = asyncio.get_running_loop().create_task(self._take_cancels())
+        check = asyncio.get_running_loop().create_task(self._take_cancel_requests())
         self._cancel_checks.add(check)
         check.add_done_callback(self._cancel_checks.discard)
+
+    async def _take_cancel_requests(self) -> None:
+        for task_id in await self.store.take_cancel_requests():
+            live = self._tasks.get(task_id)
+            if live is not None and live.run is not None:
+                self._runs.cancel_once(live.run)
 
     async def _keep_lease(self) -> None:
         """Renew the heartbeat, and fail the runs of replicas whose lease expired, but only after a whole
@@ -100,12 +145,29 @@ class ReplicaKeeper:
         expired = await self.store.expired_runs(self.lease_seconds)
         await asyncio.gather(*(self._fail_expired(task_id, owner) for task_id, owner in expired))
 
+    async def _fail_expired(self, task_id: str, owner: str) -> None:
+        """Fail a task whose runner's lease expired, unless another replica did first."""
+        live = self._tasks.get(task_id)
+        if live is not None and live.run is not None:
+            return  # this replica runs it: its own heartbeat was late
+        try:
+            live = await self._tasks.load(task_id, CallContext(principal=owner))
+        except A2AError:
+            return
+        if live.run is None and live.state in RUNNING_STATES:
+            message = a2a_pb2.Message(message_id=new_id(), role=a2a_pb2.ROLE_AGENT)
+            message.parts.add(text="The server running this task stopped: its lease expired.")
+            self._writer.set_status(live, a2a_pb2.TASK_STATE_FAILED, message)
+            with contextlib.suppress(StoreError, A2AError):  # changed meanwhile, or the store is full
+                await live.durable()
+        self._tasks.release(live)
+
     async def _poll(self) -> None:
-        watched = list(self._watched_tasks())
+        watched = self._tasks.watched_elsewhere()
         if watched:
             for task_id, seq in (await self.store.event_heads(watched)).items():
-                self._note_events(task_id, seq)
-        await self._take_cancels()
+                self._tasks.note_events(task_id, seq)
+        await self._take_cancel_requests()
 
     def _failed(self, error: BaseException) -> None:
         if not self._failing:

@@ -7,10 +7,10 @@ from typing import TYPE_CHECKING
 
 from a2a_grpc.agent import RequestContext
 from a2a_grpc.generated import a2a_pb2
-from a2a_grpc.tasks.live import LiveTask
+from a2a_grpc.tasks.live import LiveTask, copy_task
 
 if TYPE_CHECKING:
-    from a2a_grpc.tasks.manager import TaskManager
+    from a2a_grpc.tasks.agent_runs import AgentRuns
 
 
 class TaskRun:
@@ -23,7 +23,7 @@ class TaskRun:
     """
 
     __slots__ = (
-        "_manager",
+        "_runs",
         "cancelling",
         "context",
         "live",
@@ -35,9 +35,9 @@ class TaskRun:
         "snapshot_seq",
     )
 
-    def __init__(self, manager: TaskManager, live: LiveTask, context: RequestContext) -> None:
+    def __init__(self, runs: AgentRuns, live: LiveTask, context: RequestContext) -> None:
         loop = asyncio.get_running_loop()
-        self._manager = manager
+        self._runs = runs
         self.live = live
         self.context = context
         self.opened: asyncio.Future[a2a_pb2.Message | None] = loop.create_future()
@@ -65,11 +65,20 @@ class TaskRun:
     def context_id(self) -> str:
         return self.live.task.context_id
 
+    def show(self) -> None:
+        """The task is shown from now on: the call's answer will be a task."""
+        if self.opened.done():
+            return
+        if self.live.subscribers:
+            self.snapshot = copy_task(self.live.task)
+            self.snapshot_seq = self.live.seq
+        self.opened.set_result(None)
+
     def record_status(self, state: a2a_pb2.TaskState, message: a2a_pb2.Message | None) -> None:
-        self._manager.record_status(self, state, message)
+        self._runs.record_status(self, state, message)
 
     def record_artifact(self, artifact: a2a_pb2.Artifact, append: bool, last_chunk: bool) -> None:
-        self._manager.record_artifact(self, artifact, append, last_chunk)
+        self._runs.record_artifact(self, artifact, append, last_chunk)
 
     def record_reply(self, message: a2a_pb2.Message) -> None:
-        self._manager.record_reply(self, message)
+        self._runs.record_reply(self, message)

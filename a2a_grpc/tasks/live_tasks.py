@@ -1,0 +1,112 @@
+"""The live tasks of this process: the tasks worked on or watched here, each loaded from the store once and
+forgotten when nobody needs it any more, and the subscribers that watch them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from a2a_grpc.call import CallContext
+from a2a_grpc.store.base import TaskStore
+from a2a_grpc.tasks.live import LiveTask
+from a2a_grpc.tasks.rules import check_visible, not_found
+from a2a_grpc.tasks.subscriber import Subscriber, TaskLog
+
+
+class LiveTasks:
+    """The live entry of each task worked on or watched here, by task id."""
+
+    def __init__(self, store: TaskStore, subscriber_buffer_bytes: int) -> None:
+        self.store = store
+        self.subscriber_buffer_bytes = subscriber_buffer_bytes
+        self._by_id: dict[str, LiveTask] = {}
+
+    def __iter__(self) -> Iterator[LiveTask]:
+        """The live tasks as they are now (a copy: entries may come and go while the caller goes through it)."""
+        return iter(list(self._by_id.values()))
+
+    def get(self, task_id: str) -> LiveTask | None:
+        return self._by_id.get(task_id)
+
+    def add(self, live: LiveTask) -> None:
+        self._by_id[live.task.id] = live
+
+    def current(self, live: LiveTask) -> bool:
+        """Whether a live task is known to match the store: always in one process; with replicas, only
+        while this one runs it or has a write of it in flight (any replica may write it otherwise)."""
+        if not self.store.shared or live.run is not None:
+            return True
+        write = live.last_write
+        return write is not None and not write.done()
+
+    async def load(self, task_id: str, call: CallContext) -> LiveTask:
+        """The live entry of a task, loaded from the store if nobody works on or watches it here (and
+        reloaded when another replica may have changed it).
+
+        A caller that loads one and then refuses the request hands it back with `release`.
+        """
+        live = self._by_id.get(task_id)
+        if live is None or not self.current(live):
+            loaded = await self.store.load_task(task_id, call.principal)
+            live = self._by_id.get(task_id)  # another call may have loaded it meanwhile
+            if live is not None and loaded is not None and not self.current(live) and loaded.version > live.version:
+                live.task, live.version, live.seq = loaded
+                live.replaced = 0
+            elif live is None:
+                if loaded is None:
+                    raise not_found(task_id)
+                task, version, seq = loaded
+                live = self._by_id[task_id] = LiveTask(task, call.principal, version, seq)
+        check_visible(task_id, live.owner, call, live.shown)
+        return live
+
+    def release(self, live: LiveTask) -> None:
+        """Forget a live task once nobody works on or watches it and its last write is durable
+        (checked again when that write completes, since a newer one may have been made meanwhile)."""
+        if live.run is not None or live.subscribers or self._by_id.get(live.task.id) is not live:
+            return
+        write = live.last_write
+        if write is not None and not write.done():
+            write.add_done_callback(lambda _: self.release(live))
+        else:
+            del self._by_id[live.task.id]
+
+    def forget(self, live: LiveTask) -> None:
+        """Drop a live task at once, whoever still holds it: it no longer stands for the stored task."""
+        if self._by_id.get(live.task.id) is live:
+            del self._by_id[live.task.id]
+
+    # ---- subscribers -------------------------------------------------------------------------
+
+    def new_subscriber(self, *, close_on_interrupt: bool) -> Subscriber:
+        """A stream's subscriber; one that closes on an interrupted state ends with its message's answer."""
+        return Subscriber(close_on_interrupt, self.subscriber_buffer_bytes)
+
+    def log(self, live: LiveTask) -> TaskLog:
+        return TaskLog(self.store, live.task.id, live.owner)
+
+    def watch(self, live: LiveTask, after: int | None, *, close_on_interrupt: bool = False) -> Subscriber:
+        """A subscriber to the task's events after `after` (by default, after the last one)."""
+        subscriber = self.new_subscriber(close_on_interrupt=close_on_interrupt)
+        start = live.seq if after is None else after
+        elsewhere = self.store.shared and live.run is None  # another replica may be writing it
+        subscriber.attach(self.log(live), start, live.seq, live.last_write, check_log=elsewhere)
+        live.subscribers.append(subscriber)
+        return subscriber
+
+    def unwatch(self, live: LiveTask, subscriber: Subscriber) -> None:
+        subscriber.close()
+        if subscriber in live.subscribers:
+            live.subscribers.remove(subscriber)
+        self.release(live)
+
+    # ---- tasks other replicas write ----------------------------------------------------------
+
+    def watched_elsewhere(self) -> list[str]:
+        """The tasks this replica streams but does not run: their events come from other replicas."""
+        return [task_id for task_id, live in self._by_id.items() if live.subscribers and live.run is None]
+
+    def note_events(self, task_id: str, seq: int) -> None:
+        live = self._by_id.get(task_id)
+        if live is not None:
+            for subscriber in live.subscribers:
+                subscriber.note(seq)
