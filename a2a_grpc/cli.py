@@ -1,5 +1,6 @@
-"""The `a2a-grpc` command line: `serve` (every flag also an environment variable), and the client
-commands `send` and `card` (a2a_grpc.cli_client)."""
+"""The `a2a-grpc` command line: `serve` (every flag also an environment variable, and a key of the config
+file: a2a_grpc.config), `config check` and `config show`, and the client commands `send` and `card`
+(a2a_grpc.cli_client)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from typing import Any
 
 from a2a_grpc.card import CardError
 from a2a_grpc.cli_client import add_client_parsers, run_client_command
+from a2a_grpc.config import ConfigError, add_config_parser, resolve, run_config_command
 from a2a_grpc.extensions import MAX_EXTENSION_PAYLOAD_BYTES
 from a2a_grpc.push.service import PushSettings
 from a2a_grpc.push.worker import DeliverySettings
@@ -21,6 +23,7 @@ from a2a_grpc.server import DEFAULT_STORE_URL, A2AServer, ServerSettings
 from a2a_grpc.servicer import MAX_LIST_PAGE_BYTES
 from a2a_grpc.store import StoreError
 from a2a_grpc.tasks import LEASE_SECONDS, POLL_SECONDS, SUBSCRIBER_BUFFER_BYTES
+from a2a_grpc.telemetry import LOG_FORMATS, log_format, use_json_logs
 from a2a_grpc.workers import Supervisor, held_ports, stop_when_orphaned, unshared_store, worker_index
 
 log = logging.getLogger("a2a_grpc.cli")  # not __name__: the workers run it as __main__
@@ -50,6 +53,15 @@ def _positive_count(text: str) -> int:
     if not text.strip().isdigit() or int(text) < 1:
         raise argparse.ArgumentTypeError(f"must be a positive whole number, got {text!r}")
     return int(text)
+
+
+def _auth_token(text: str) -> str:
+    """--auth-token's check, as the flag is parsed (and a config file read): TOKEN=PRINCIPAL items, comma-joined."""
+    for item in text.split(","):
+        token, sep, principal = item.strip().rpartition("=")
+        if item.strip() and (not sep or not token or not principal):
+            raise argparse.ArgumentTypeError("takes TOKEN=PRINCIPAL (the value given is not shown)")
+    return text
 
 
 def _parse_tokens(values: Sequence[str]) -> dict[str, str]:
@@ -86,8 +98,22 @@ def add_serve_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
         "serve",
         help="run the A2A gRPC server",
         description="Serve one agent over gRPC, and its agent card over HTTP. Every flag can also be set "
-        "by the environment variable in brackets.",
+        "by the environment variable in brackets, and in a --config file by its name with - as _ "
+        "(defaults < config file < environment < flags).",
         formatter_class=_DefaultsHelpFormatter,
+    )
+    add_serve_arguments(serve)
+
+
+def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
+    """serve's flags (`a2a-grpc config show` takes them too): each one's default reads its environment variable,
+    named in brackets at the end of its help; a2a_grpc.config finds the variable there."""
+    serve.add_argument(
+        "--config",
+        metavar="FILE",
+        default=_env("CONFIG", None),
+        help="TOML file of settings, its keys these flags' names with - as _ (listen, http_listen, store, ...); "
+        "the environment and the flags override it [A2A_GRPC_CONFIG] (default: none)",
     )
     serve.add_argument("--listen", default=_env("LISTEN", "127.0.0.1:50051"), help="gRPC HOST:PORT [A2A_GRPC_LISTEN]")
     serve.add_argument(
@@ -130,6 +156,7 @@ def add_serve_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
     serve.add_argument(
         "--auth-token",
         action="append",
+        type=_auth_token,
         default=[v for v in [_env("AUTH_TOKENS", None)] if v],
         help="TOKEN=PRINCIPAL; repeat or comma-join; when set, calls need a bearer token [A2A_GRPC_AUTH_TOKENS] "
         "(default: none, calls need no token)",
@@ -189,6 +216,21 @@ def add_serve_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
     )
     serve.add_argument(
         "--log-level", default=_env("LOG_LEVEL", "INFO"), help="DEBUG, INFO, WARNING or ERROR [A2A_GRPC_LOG_LEVEL]"
+    )
+    serve.add_argument(
+        "--log-format",
+        type=log_format,
+        choices=LOG_FORMATS,
+        default=_env("LOG_FORMAT", "text"),
+        help="text lines, or json: one JSON object per line, for the access log and every other line "
+        "[A2A_GRPC_LOG_FORMAT]",
+    )
+    serve.add_argument(
+        "--access-log",
+        action=argparse.BooleanOptionalAction,
+        default=_env("ACCESS_LOG", "1") not in ("0", "false", "no", "off"),
+        help="one line per A2A call (method, peer, principal, status, duration...) on the a2a_grpc.access logger "
+        "[A2A_GRPC_ACCESS_LOG]",
     )
 
 
@@ -267,6 +309,8 @@ def push_settings(args: argparse.Namespace) -> PushSettings:
 def serve(args: argparse.Namespace, argv: Sequence[str]) -> int:
     """`a2a-grpc serve`, from its parsed `args` and the command line `argv` they were parsed from."""
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if args.log_format == "json":
+        use_json_logs()
     worker = worker_index() if args.workers > 1 else None
     if args.workers > 1 and worker is None:
         return supervise(args, argv)
@@ -294,6 +338,7 @@ def serve(args: argparse.Namespace, argv: Sequence[str]) -> int:
         poll_seconds=args.poll_interval,
         push=push_settings(args),
         worker_mode=worker is not None,
+        access_log=args.access_log,
     )
     try:
         server = A2AServer(settings)
@@ -362,12 +407,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     add_serve_parser(commands)
     add_client_parsers(commands)
+    show_parser = add_config_parser(commands, add_serve_arguments, _DefaultsHelpFormatter)
     argv = sys.argv[1:] if argv is None else list(argv)
     args, unknown = parser.parse_known_args(argv)
     if unknown:  # told with the command's usage, not the top-level one
         commands.choices[args.command].error(f"unrecognized arguments: {' '.join(unknown)}")
     if args.command == "serve":
+        try:  # the config file under the environment and the flags
+            args = resolve(parser, commands.choices["serve"], argv).args
+        except ConfigError as error:
+            print(f"a2a-grpc: {error}", file=sys.stderr)
+            return 2
         return serve(args, argv)
+    if args.command == "config":
+        return run_config_command(args, parser, argv, commands.choices["serve"], show_parser)
     if args.command in ("send", "card"):
         try:
             return run_async(run_client_command(args))

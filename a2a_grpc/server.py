@@ -18,6 +18,7 @@ import grpc
 from aiohttp import web
 from aiohttp.log import server_logger
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from prometheus_client.aiohttp import make_aiohttp_handler
 
 from a2a_grpc import resume
 from a2a_grpc.agent import AgentExecutor, declared_extensions
@@ -35,11 +36,20 @@ from a2a_grpc.reflection import add_reflection
 from a2a_grpc.servicer import MAX_LIST_PAGE_BYTES, A2AServicer
 from a2a_grpc.store import TaskStore, open_store
 from a2a_grpc.tasks import LEASE_SECONDS, POLL_SECONDS, SUBSCRIBER_BUFFER_BYTES, TaskManager
+from a2a_grpc.telemetry import METRICS_PATH, AccessLog, Metrics
 
 log = logging.getLogger(__name__)
 
 DEFAULT_STORE_URL = "sqlite:///.a2a-grpc/tasks.db"
 SHUTDOWN_SETTLE_SHARE = 0.8  # of the grace period, spent waiting for calls before running tasks are failed
+# grpc.health.v1 service names: "" and SERVICE_NAME say whether this server can take calls now (readiness:
+# NOT_SERVING while the store is unreachable or full, and while draining); LIVENESS_SERVICE only whether the
+# process answers at all (SERVING from the moment the port is bound until the drain), for a liveness probe
+# that must not restart a server whose database is down.
+READINESS_SERVICES = ("", SERVICE_NAME)
+LIVENESS_SERVICE = "liveness"
+SERVING = health_pb2.HealthCheckResponse.SERVING
+NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
 
 
 @dataclass
@@ -70,6 +80,12 @@ class ServerSettings:
     lease_seconds: float = LEASE_SECONDS  # with a shared store: a replica silent this long has died
     poll_seconds: float = POLL_SECONDS  # with a shared store: polling while notifications are down
     push: PushSettings = field(default_factory=PushSettings)  # for a card that declares pushNotifications
+    access_log: bool = True  # one line per A2A call on the a2a_grpc.access logger
+    metrics: bool = True  # Prometheus metrics at /metrics on the HTTP port (with http_listen)
+    # While serving, the store is asked for a trivial read this often; no answer within the timeout (or an
+    # error) turns readiness NOT_SERVING until an answer comes again.
+    readiness_interval_seconds: float = 2.0
+    readiness_timeout_seconds: float = 3.0
 
 
 def load_agent(spec: str | None) -> AgentExecutor:
@@ -157,6 +173,7 @@ class A2AServer:
         self.registry = ExtensionRegistry(declared_extensions(self.agent))
         self.card, self.extended_card = _serving_cards(settings, self.registry)
         self.store = store if store is not None else open_store(settings.store_url, settings.store_pool_size)
+        self.metrics = Metrics() if settings.metrics else None  # a registry per server
         self.push = self._push_service() if self.card.capabilities.push_notifications else None
         self.manager = TaskManager(
             self.store,
@@ -167,8 +184,15 @@ class A2AServer:
             poll_seconds=settings.poll_seconds,
             on_push_due=self.push.wake if self.push is not None else None,
         )
+        task_counts = getattr(self.manager, "task_counts", None)  # optional while the manager is reworked
+        if self.metrics is not None and task_counts is not None:
+            self.metrics.count_tasks(task_counts)
         self.health = health.aio.HealthServicer()
         self._health_updates: set[asyncio.Future[None]] = set()
+        self._accepting = False  # started and not draining: readiness may say SERVING
+        self._storage_writable = True  # False while the store refuses writes for want of space
+        self._store_reachable = True  # False while the store does not answer the readiness check
+        self._store_watch: asyncio.Task[None] | None = None
         self.port = 0
         self.http_port = 0
         self._server: grpc.aio.Server | None = None
@@ -176,7 +200,8 @@ class A2AServer:
 
     def _push_service(self) -> PushService:
         claimer = getattr(self.store, "replica_id", "") or new_id()  # replicas claim webhooks as themselves
-        return PushService(self.settings.push, self.store, claimer)
+        on_delivery = self.metrics.push_delivery if self.metrics is not None else None
+        return PushService(self.settings.push, self.store, claimer, on_delivery=on_delivery)
 
     async def start(self) -> None:
         await self.store.open()
@@ -191,6 +216,8 @@ class A2AServer:
             negotiate_extensions=settings.negotiate_extensions,
             echo_unary_headers=settings.echo_unary_headers,
             worker_pid=os.getpid() if settings.worker_mode else None,
+            access_log=AccessLog() if settings.access_log else None,
+            metrics=self.metrics,
         )
         quiet_grpc_metadata_logs()
         server = grpc.aio.server(
@@ -230,26 +257,65 @@ class A2AServer:
         self._advertise_bound_port()
         if self.push is not None:
             self.push.start(next(i.url for i in self.card.supported_interfaces if i.protocol_binding == GRPC_BINDING))
+        await self._set_health(NOT_SERVING)  # the servicer starts with "" SERVING: not before all is up
+        await self.health.set(LIVENESS_SERVICE, SERVING)
         await server.start()
         self._server = server
-        for service in ("", SERVICE_NAME):
-            await self.health.set(service, health_pb2.HealthCheckResponse.SERVING)
         if settings.http_listen:
             try:
                 await self._start_http(settings.http_listen)
             except OSError as error:
                 await self._shutdown(server, 0)  # a started gRPC server left behind keeps the process from exiting
                 raise OSError(f"cannot serve the agent card on {settings.http_listen}: {error.strerror}") from None
+        self._accepting = True  # the store is open and migrated, both ports are up
+        await self._apply_health()
+        self._store_watch = asyncio.create_task(self._watch_store(), name="a2a-grpc-store-readiness")
         card_at = f"http://{self.http_target}{AGENT_CARD_PATH}" if settings.http_listen else "-"
         log.info("serving A2A on %s (card on %s)", self.grpc_target, card_at)
 
     def _report_storage(self, writable: bool) -> None:
         """grpc.health.v1 says NOT_SERVING while the store refuses writes for want of space."""
-        status = health_pb2.HealthCheckResponse.SERVING if writable else health_pb2.HealthCheckResponse.NOT_SERVING
-        for service in ("", SERVICE_NAME):
-            update = asyncio.ensure_future(self.health.set(service, status))
-            self._health_updates.add(update)
-            update.add_done_callback(self._health_updates.discard)
+        self._storage_writable = writable
+        update = asyncio.ensure_future(self._apply_health())
+        self._health_updates.add(update)
+        update.add_done_callback(self._health_updates.discard)
+
+    @property
+    def ready(self) -> bool:
+        """What readiness reports: serving, not draining, and the store reachable and not full."""
+        return self._accepting and self._storage_writable and self._store_reachable
+
+    async def _apply_health(self) -> None:
+        """Set readiness from the current state (each update reads it afresh, so the last one run wins)."""
+        await self._set_health(SERVING if self.ready else NOT_SERVING)
+
+    async def _set_health(self, status: health_pb2.HealthCheckResponse.ServingStatus) -> None:
+        for service in READINESS_SERVICES:
+            await self.health.set(service, status)  # ignored once draining has begun
+
+    async def _watch_store(self) -> None:
+        """Ask the store for a trivial read every readiness interval, bounded by the readiness timeout:
+        readiness goes NOT_SERVING when it fails (PostgreSQL down or unreachable), SERVING when it answers again."""
+        settings = self.settings
+        while True:
+            await asyncio.sleep(settings.readiness_interval_seconds)
+            try:
+                async with asyncio.timeout(settings.readiness_timeout_seconds):
+                    await self.store.ping()
+            except TimeoutError:
+                reachable, reason = False, f"no answer within {settings.readiness_timeout_seconds:g}s"
+            except Exception as error:  # whatever the store raised: it cannot serve calls now
+                reachable, reason = False, str(error) or type(error).__name__
+            else:
+                reachable, reason = True, ""
+            if reachable == self._store_reachable:
+                continue
+            self._store_reachable = reachable
+            if reachable:
+                log.info("the task store answers again%s", "" if self._storage_writable else " (but it is full)")
+            else:
+                log.warning("the task store failed its readiness check (%s): NOT_SERVING until it answers", reason)
+            await self._apply_health()
 
     def _advertise_bound_port(self) -> None:
         """With `--listen HOST:0` the card's gRPC interface gets the port actually bound."""
@@ -294,6 +360,8 @@ class A2AServer:
                 return web.json_response(jwks, headers={"Cache-Control": "public, max-age=300"})
 
             app.router.add_get(JWKS_PATH, signing_keys)
+        if self.metrics is not None:
+            app.router.add_get(METRICS_PATH, make_aiohttp_handler(self.metrics.registry))
         runner = web.AppRunner(app, access_log=None, logger=HttpServerLog(server_logger))
         await runner.setup()
         self._http = runner
@@ -315,6 +383,11 @@ class A2AServer:
 
     async def _shutdown(self, server: grpc.aio.Server, grace: float) -> int:
         """`stop` without its log lines; returns how many running tasks were failed."""
+        self._accepting = False
+        watch, self._store_watch = self._store_watch, None
+        if watch is not None:
+            watch.cancel()
+            await asyncio.wait({watch})
         await self.health.enter_graceful_shutdown()
         stopping = asyncio.ensure_future(server.stop(grace))
         # Shortly before the grace period ends, tasks still running are failed and waiting streams

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,8 +36,15 @@ class PushSettings:
 class PushService:
     """Checks webhook URLs when configs are set, and delivers notifications once started."""
 
-    def __init__(self, settings: PushSettings, store: TaskStore, claimer: str) -> None:
+    def __init__(
+        self,
+        settings: PushSettings,
+        store: TaskStore,
+        claimer: str,
+        on_delivery: Callable[[str], None] | None = None,  # told each attempt's outcome (PushWorker)
+    ) -> None:
         self.settings = settings
+        self._on_delivery = on_delivery
         self.policy = AddressPolicy(settings.allow, settings.allow_http)
         self._keys = load_pem_keys(settings.signing_keys)  # read at once: a bad key file stops the start-up
         self.signer: PushSigner | None = None
@@ -54,7 +62,7 @@ class PushService:
         if not self._store.shared:
             claim_seconds = min(delivery.claim_seconds, LOCAL_CLAIM_SECONDS)
             delivery = dataclasses.replace(delivery, claim_seconds=claim_seconds)
-        self._worker = PushWorker(self._store, sender, self._claimer, delivery)
+        self._worker = PushWorker(self._store, sender, self._claimer, delivery, self._on_delivery)
         self._worker.start()
 
     async def stop(self) -> None:

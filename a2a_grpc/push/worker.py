@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from google.protobuf import json_format
@@ -40,10 +41,19 @@ class DeliverySettings:
 
 class PushWorker:
     """Claims webhooks with notifications due and delivers them; `wake(task_id)` when a task with push
-    configs stored new events, so delivery starts at once instead of at the next sweep."""
+    configs stored new events, so delivery starts at once instead of at the next sweep. `on_delivery` is
+    told how each attempt went: "delivered", "retried" (failed, to be tried again) or "failed" (given up)."""
 
-    def __init__(self, store: TaskStore, sender: PushSender, claimer: str, settings: DeliverySettings) -> None:
+    def __init__(
+        self,
+        store: TaskStore,
+        sender: PushSender,
+        claimer: str,
+        settings: DeliverySettings,
+        on_delivery: Callable[[str], None] | None = None,
+    ) -> None:
         self.store = store
+        self._on_delivery = on_delivery or _ignore
         self.sender = sender
         self.claimer = claimer
         self.settings = settings
@@ -51,6 +61,9 @@ class PushWorker:
         self._couriers: dict[str, dict[str, asyncio.Task[None]]] = {}  # task id -> config id -> its courier
         self._courier_count = 0
         self._more: set[tuple[str, str]] = set()  # couriers whose task stored events while they ran
+        # The last claim took as many webhooks as there were free couriers: more may be due, so a courier
+        # that ends wakes the claim loop (else the rest would wait for the next sweep, `couriers` per sweep).
+        self._claim_full = False
         self._wakeup = asyncio.Event()
         self._loop_task: asyncio.Task[None] | None = None
         self._stopping = False
@@ -89,6 +102,8 @@ class PushWorker:
             except Exception as error:  # the store is unreachable: the next sweep retries
                 log.warning("could not look for due push notifications: %s", error)
                 targets = []
+            else:
+                self._claim_full = len(targets) >= free
             if self._stopping:
                 for target in targets:
                     await self._release(target.config)
@@ -112,6 +127,8 @@ class PushWorker:
         self._courier_count -= 1
         if (task_id, config_id) in self._more:  # events came after its last read: claim the webhook again now
             self._more.discard((task_id, config_id))
+            self._wakeup.set()
+        elif self._claim_full:  # a courier is free for a webhook the last claim had no room for
             self._wakeup.set()
         by_config = self._couriers[task_id]
         del by_config[config_id]
@@ -186,6 +203,7 @@ class PushWorker:
             async with self._requests:
                 attempt = await self.sender.post(config, body, config.task_id)
             if attempt.delivered:
+                self._on_delivery("delivered")
                 return True
             attempt_number += 1
             if not attempt.retry or attempt_number >= self.settings.max_attempts:
@@ -195,9 +213,15 @@ class PushWorker:
                 break
             if not await self._renew(config, delivered):
                 return False
+            self._on_delivery("retried")
             await asyncio.sleep(delay)
+        self._on_delivery("failed")
         _gave_up(config, event, attempt)
         return True
+
+
+def _ignore(outcome: str) -> None:
+    pass
 
 
 def _gave_up(config: a2a_pb2.TaskPushNotificationConfig, event: TaskEvent, attempt: Attempt) -> None:

@@ -121,6 +121,11 @@ class TaskStore(Protocol):
 
     async def close(self) -> None: ...
 
+    async def ping(self) -> None:
+        """Return once the store has answered a trivial read; raise (StoreError) when it cannot be reached.
+        The server's readiness check: the caller bounds it with a timeout."""
+        ...
+
     def apply(self, write: TaskWrite) -> asyncio.Future[None]:
         """Queue `write`; the future resolves once it is durable. Writes apply in call order.
 

@@ -104,6 +104,9 @@ class MemoryStore:
     async def close(self) -> None:
         pass
 
+    async def ping(self) -> None:
+        """Always reachable: it lives in this process."""
+
     def apply(self, write: TaskWrite) -> asyncio.Future[None]:
         entry = self._tasks.get(write.task_id)
         if write.version == 1 and entry is None:

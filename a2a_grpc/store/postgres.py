@@ -133,6 +133,12 @@ class PostgresStore:
         finally:
             await opened.pool.close()
 
+    async def ping(self) -> None:
+        """`SELECT 1` through the pool: a pooled connection, or a new one when the database restarted."""
+        pool = self._pool()
+        with translated("the task store is unreachable"):
+            await pool.fetchval("SELECT 1")
+
     def apply(self, write: TaskWrite) -> asyncio.Future[None]:
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         if self._open is None:

@@ -2,6 +2,8 @@
 
 Each A2AService method handler is wrapped once, at start-up, in this order:
   errors          every failure leaves as a proper status (outermost)
+  telemetry       with an access log or metrics: times the call and records how it ended (its status
+                  code and A2A reason, a stream's events), around admission and the servicer
   authentication  the caller's principal, or UNAUTHENTICATED
   version         the `a2a-version` the call speaks, or VERSION_NOT_SUPPORTED
   extensions      the activated `a2a-extensions`, or EXTENSION_SUPPORT_REQUIRED; then the echo
@@ -28,6 +30,7 @@ from a2a_grpc.interceptors.server.errors import Parse, guard_stream, guard_unary
 from a2a_grpc.interceptors.server.extensions import NO_NEGOTIATION, ExtensionNegotiator, send_echo
 from a2a_grpc.interceptors.server.version import VersionCheck
 from a2a_grpc.protocol import A2A_SERVICE
+from a2a_grpc.telemetry import AccessLog, CallObserver, Metrics
 
 __all__ = ["WORKER_TRAILER", "BearerTokenAuthenticator", "ExtensionNegotiator", "ServerChain", "VersionCheck"]
 
@@ -37,13 +40,16 @@ WORKER_TRAILER = "a2a-grpc-worker"  # the pid of the worker process that served 
 UnaryBehavior = Callable[[Any, CallContext, Any], Awaitable[Any]]
 StreamBehavior = Callable[[Any, CallContext, Any], AsyncIterator[Any]]
 Served = TypeVar("Served")
+# The rest of the chain, once a call is admitted: (request, call, grpc context) -> what the call serves.
+Admitted = Callable[[bytes, CallContext, Any], Awaitable[Served]]
 
 
 class ServerChain:
     """`echo_unary_headers=False` echoes in the trailers alone on unary calls, where a unary client reads
     headers and trailers together anyway: grpc.aio cannot send headers with a unary response, so they
     cost a transport operation of their own. Streams always echo in both. With `worker_pid`, every call's
-    trailers carry `a2a-grpc-worker: <worker_pid>`."""
+    trailers carry `a2a-grpc-worker: <worker_pid>`. With `access_log` or `metrics`, every call ends in
+    them (a2a_grpc.telemetry)."""
 
     def __init__(
         self,
@@ -54,12 +60,16 @@ class ServerChain:
         negotiate_extensions: bool = True,
         echo_unary_headers: bool = False,
         worker_pid: int | None = None,
+        access_log: AccessLog | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         self._authenticate = BearerTokenAuthenticator(bearer_tokens) if bearer_tokens else None
         self._check_version = VersionCheck(missing_means=missing_version_means)
         self._negotiate = ExtensionNegotiator(registry) if negotiate_extensions else None
         self._echo_unary_headers = echo_unary_headers
         self._worker_trailer = ((WORKER_TRAILER, str(worker_pid)),) if worker_pid is not None else ()
+        observed = access_log is not None or metrics is not None
+        self._observer = CallObserver(access_log, metrics) if observed else None
 
     def admit(self, method: str, context: Any) -> CallContext:
         """The call's context, once every check accepted it (each refusal raises its A2AError)."""
@@ -85,41 +95,56 @@ class ServerChain:
             parse = message_factory.GetMessageClass(method.input_type).FromString
             behavior = getattr(servicer, method.name)
             if method.server_streaming:
-                opener = self._stamped(self._stream(method.name, parse, behavior))
+                opener = self._stamped(self._admitted_stream(method.name, self._stream(parse, behavior)))
                 handler = grpc.unary_stream_rpc_method_handler(
                     guard_stream(method.name, opener), response_serializer=encode_response
                 )
             else:
-                served = self._stamped(self._unary(method.name, parse, behavior))
+                served = self._stamped(self._admitted_unary(method.name, self._unary(parse, behavior)))
                 handler = grpc.unary_unary_rpc_method_handler(
                     guard_unary(method.name, served), response_serializer=encode_response
                 )
             handlers[method.name] = handler
         return handlers
 
-    def _unary(self, name: str, parse: Parse, behavior: UnaryBehavior) -> Callable[[bytes, Any], Awaitable[Any]]:
-        admit, echo_headers = self.admit, self._echo_unary_headers
+    def _unary(self, parse: Parse, behavior: UnaryBehavior) -> Admitted[Any]:
+        echo_headers = self._echo_unary_headers
 
-        async def serve(request: bytes, context: Any) -> Any:
-            call = admit(name, context)
+        async def serve(request: bytes, call: CallContext, context: Any) -> Any:
             if call.echo:
                 await send_echo(context, call.echo, headers=echo_headers)
             return await behavior(parse_request(parse, request), call, context)
 
         return serve
 
-    def _stream(
-        self, name: str, parse: Parse, behavior: StreamBehavior
-    ) -> Callable[[bytes, Any], Awaitable[AsyncIterator[Any]]]:
-        admit = self.admit
-
-        async def open_stream(request: bytes, context: Any) -> AsyncIterator[Any]:
-            call = admit(name, context)
+    def _stream(self, parse: Parse, behavior: StreamBehavior) -> Admitted[AsyncIterator[Any]]:
+        async def open_stream(request: bytes, call: CallContext, context: Any) -> AsyncIterator[Any]:
             if call.echo:
                 await send_echo(context, call.echo, headers=True)
             return behavior(parse_request(parse, request), call, context)
 
         return open_stream
+
+    def _admitted_unary(self, name: str, serve: Admitted[Any]) -> Callable[[bytes, Any], Awaitable[Any]]:
+        """`serve` behind admission, observed when there is telemetry."""
+        if self._observer is not None:
+            return self._observer.unary(name, self.admit, serve)
+        return self._admitted(name, serve)
+
+    def _admitted_stream(
+        self, name: str, open_stream: Admitted[AsyncIterator[Any]]
+    ) -> Callable[[bytes, Any], Awaitable[AsyncIterator[Any]]]:
+        if self._observer is not None:
+            return self._observer.stream(name, self.admit, open_stream)
+        return self._admitted(name, open_stream)
+
+    def _admitted(self, name: str, handle: Admitted[Served]) -> Callable[[bytes, Any], Awaitable[Served]]:
+        admit = self.admit
+
+        async def admitted(request: bytes, context: Any) -> Served:
+            return await handle(request, admit(name, context), context)
+
+        return admitted
 
     def _stamped(self, handle: Callable[[bytes, Any], Awaitable[Served]]) -> Callable[[bytes, Any], Awaitable[Served]]:
         """`handle` adding the worker trailer to the trailers the call set (the echo), or that an error

@@ -1,0 +1,460 @@
+"""The config file of `a2a-grpc serve`, and the `a2a-grpc config check` and `config show` commands.
+
+The file is TOML. Its top-level keys are serve's long flags with `-` as `_` (`listen`, `http_listen`,
+`store`, `max_list_page_bytes`, ...), read against the serve parser's own actions: a flag added to
+`serve` is a key of the file with nothing to add here. Each value goes through the flag's `type=`
+converter and `choices`, so it is checked as the flag would be; a repeatable flag (action="append") takes
+a list, an on/off flag (store_true) takes true or false, a flag with a numeric converter takes a number.
+
+Precedence, lowest first: the flag's built-in default, the file, the flag's environment variable (the
+`[A2A_GRPC_...]` at the end of its help), the flag itself. A repeatable flag given on the command line
+replaces the list of the lower layers rather than adding to it. The file is located by `--config FILE`,
+else by A2A_GRPC_CONFIG; its relative paths are relative to the working directory, as a flag's are.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import math
+import os
+import re
+import sys
+import tomllib
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+CONFIG_ENV = "A2A_GRPC_CONFIG"
+CONFIG_KEY = "config"  # the dest of --config: not a key of the file itself
+ENV_IN_HELP = re.compile(r"\[(A2A_GRPC_[A-Z0-9_]+)\]")
+TOML_ERROR_LINE = re.compile(r"\(at line (\d+), column \d+\)")
+REDACTED = "***"
+EXIT_OK = 0
+EXIT_USAGE = 2
+# a URL's password (scheme://user:PASSWORD@host: up to the last @, so a password with a / in it is covered too)
+URL_PASSWORD = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://[^:@/]*:)(.*)@")
+URL_SECRET_PARAMETER = re.compile(r"([?&](?:password|passwd|sslpassword|token|secret)=)[^&#]*", re.IGNORECASE)
+SECRET_WORDS = ("token", "secret", "password")  # a key naming one of these never shows its value
+_UNSET: Any = object()
+_Converter = Callable[[str], Any]
+
+
+class ConfigError(Exception):
+    """A config file that cannot be used. Each problem is one line naming the file, and the key and its line
+    when it is about one; the exception's text is the first, with a count of the others."""
+
+    def __init__(self, problems: Sequence[str]) -> None:
+        super().__init__(problems[0])
+        self.problems = list(problems)
+
+    def __str__(self) -> str:
+        more = len(self.problems) - 1
+        return self.problems[0] + (f" (and {more} more: `a2a-grpc config check` lists them all)" if more else "")
+
+
+class _Problem(Exception):
+    """A value that does not fit its key: what was expected."""
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One key of the file: the flag it stands for and the environment variable that overrides it."""
+
+    key: str
+    flag: str
+    action: argparse.Action
+    env: str
+
+    @property
+    def dest(self) -> str:
+        return self.action.dest
+
+    @property
+    def repeatable(self) -> bool:
+        return isinstance(self.action, argparse._AppendAction)
+
+    @property
+    def switch(self) -> bool:
+        """An on/off flag (store_true, store_false, or --x/--no-x): true or false in the file."""
+        return _is_switch(self.action)
+
+
+def _is_switch(action: argparse.Action) -> bool:
+    return isinstance(action, argparse.BooleanOptionalAction) or (action.nargs == 0 and isinstance(action.const, bool))
+
+
+def settings(parser: argparse.ArgumentParser) -> dict[str, Setting]:
+    """The keys a config file may set for `parser`, in its order: every long option but --help and --config."""
+    found: dict[str, Setting] = {}
+    for action in parser._actions:
+        flag = next((option for option in action.option_strings if option.startswith("--")), None)
+        if flag is None or action.dest in (argparse.SUPPRESS, CONFIG_KEY):
+            continue
+        if action.nargs == 0 and not _is_switch(action):  # --help, --version: not settings
+            continue
+        key = flag.removeprefix("--").replace("-", "_")
+        named = ENV_IN_HELP.search(action.help or "")
+        found[key] = Setting(key, flag, action, named[1] if named else f"A2A_GRPC_{key.upper()}")
+    return found
+
+
+@dataclass(frozen=True)
+class ConfigFile:
+    """A config file that passed: each key's value (as the flag's converter made it) and the line it is on."""
+
+    path: str
+    values: dict[str, Any]
+    lines: dict[str, int | None]
+
+    def where(self, key: str) -> str:
+        line = self.lines.get(key)
+        return f"{self.path}:{line}" if line else self.path
+
+
+def load(path: str, parser: argparse.ArgumentParser) -> ConfigFile:
+    """The config file at `path`, checked against `parser`'s flags; ConfigError naming every problem."""
+    try:
+        with open(path, "rb") as file:
+            text = file.read().decode("utf-8")
+    except OSError as error:
+        raise ConfigError([f"cannot read the config file {path}: {error.strerror or error}"]) from None
+    except UnicodeDecodeError as error:
+        raise ConfigError([f"{path}: not a TOML file: not UTF-8 text (byte {error.start})"]) from None
+    try:
+        document = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        at = TOML_ERROR_LINE.search(str(error))
+        where = f"{path}:{at[1]}" if at else path
+        raise ConfigError([f"{where}: not valid TOML: {error}"]) from None
+    known = settings(parser)
+    values: dict[str, Any] = {}
+    lines: dict[str, int | None] = {}
+    problems: list[str] = []
+    for key, raw in document.items():
+        line = key_line(text, key)
+        where = f"{path}:{line}" if line else path
+        setting = known.get(key)
+        if setting is None:
+            problems.append(f"{where}: {_unknown(key, raw, known)}")
+            continue
+        try:
+            values[key] = _convert(setting, raw)
+        except _Problem as problem:
+            problems.append(f"{where}: {key}: {problem}")
+        lines[key] = line
+    if problems:
+        raise ConfigError(problems)
+    return ConfigFile(path, values, lines)
+
+
+def key_line(text: str, key: str) -> int | None:
+    """The line (from 1) of the file `text` that sets the top-level `key` (`key = `, a quoted key, a dotted
+    key or a [key] table), or None. tomllib tells no lines; top-level keys come first in a TOML file."""
+    name = "|".join((re.escape(key), f'"{re.escape(key)}"', f"'{re.escape(key)}'"))
+    assignment = re.compile(rf"^\s*(?:{name})\s*[=.]")
+    table = re.compile(rf"^\s*\[\[?\s*(?:{name})\s*[\].]")
+    numbered = list(enumerate(text.splitlines(), start=1))
+    for pattern in (assignment, table):
+        for number, line in numbered:
+            if pattern.match(line):
+                return number
+    return None
+
+
+def _unknown(key: str, raw: object, known: Mapping[str, Setting]) -> str:
+    if key == CONFIG_KEY:
+        return f"{key}: a config file cannot name another one"
+    if isinstance(raw, dict):
+        return f"unknown table [{key}]: the settings are top-level keys (listen = ..., before any table)"
+    close = difflib.get_close_matches(key, known, n=1)
+    hint = f"did you mean {close[0]!r}?" if close else "the keys are serve's flags with - as _, e.g. http_listen"
+    return f"unknown key {key!r} ({hint})"
+
+
+def _convert(setting: Setting, raw: object) -> Any:
+    """`raw`, a TOML value, as the flag would have it after parsing; _Problem when it does not fit."""
+    action = setting.action
+    if setting.switch:
+        if not isinstance(raw, bool):
+            raise _Problem(f"expected true or false, got {_kind(raw)}")
+        if isinstance(action, argparse.BooleanOptionalAction):
+            return raw
+        return action.const if raw else not action.const
+    if setting.repeatable:
+        if not isinstance(raw, list):
+            raise _Problem(f"expected a list (the flag {setting.flag} is repeatable), got {_kind(raw)}")
+        items: list[Any] = []
+        for index, item in enumerate(raw, start=1):
+            try:
+                items.append(_scalar(action, item))
+            except _Problem as problem:
+                raise _Problem(f"item {index}: {problem}") from None
+        return items
+    if action.nargs not in (None, "?"):
+        raise _Problem(f"cannot be set in a config file (give {setting.flag} on the command line)")
+    return _scalar(action, raw)
+
+
+def _scalar(action: argparse.Action, raw: object) -> Any:
+    """One value of a flag: a string for a flag without a converter; a number when the converter makes one."""
+    if isinstance(raw, bool) or not isinstance(raw, str | int | float):
+        raise _Problem(f"expected {_expected(action)}, got {_kind(raw)}")
+    if action.type is None:
+        if not isinstance(raw, str):
+            raise _Problem(f"expected a string, got {_kind(raw)}")
+        value: Any = raw
+    else:
+        convert: _Converter | None = action.type if callable(action.type) else None
+        if convert is None:
+            raise _Problem("cannot be set in a config file")
+        try:
+            value = convert(raw if isinstance(raw, str) else _number_text(raw))
+        except argparse.ArgumentTypeError as error:
+            raise _Problem(str(error)) from None
+        except (TypeError, ValueError):  # argparse's "invalid VALUE": say what was expected
+            raise _Problem(_invalid(action, convert, raw)) from None
+        numeric = isinstance(value, int | float) and not isinstance(value, bool)
+        if numeric and isinstance(raw, str):
+            raise _Problem(f"expected a number, got a string (write {raw.strip()} without quotes)")
+        if not numeric and not isinstance(raw, str):
+            raise _Problem(f"expected a string, got {_kind(raw)}")
+    if action.choices is not None and value not in action.choices:
+        choices = ", ".join(repr(choice) for choice in action.choices)
+        raise _Problem(f"expected one of {choices}, got {raw!r}")
+    return value
+
+
+def _invalid(action: argparse.Action, convert: _Converter, raw: str | int | float) -> str:
+    if action.choices is not None:
+        return f"expected one of {', '.join(repr(choice) for choice in action.choices)}, got {raw!r}"
+    expected = "an integer" if convert is int else _expected(action)
+    if expected == "a string" and isinstance(raw, str):
+        return f"invalid value {raw!r}"
+    return f"expected {expected}, got {_kind(raw)}"
+
+
+def _expected(action: argparse.Action) -> str:
+    """What a flag's value is in TOML: a number when its converter makes one of its default."""
+    if action.type is None:
+        return "a string"
+    try:
+        probe = action.type(str(action.default)) if callable(action.type) else None
+    except (argparse.ArgumentTypeError, TypeError, ValueError):
+        return "a single value"
+    return "a number" if isinstance(probe, int | float) and not isinstance(probe, bool) else "a string"
+
+
+def _number_text(number: int | float) -> str:
+    if isinstance(number, float) and not math.isfinite(number):
+        return "nan" if math.isnan(number) else ("inf" if number > 0 else "-inf")
+    return str(number)
+
+
+def _kind(raw: object) -> str:
+    if isinstance(raw, bool):
+        return "a boolean"
+    if isinstance(raw, int):
+        return "an integer"
+    if isinstance(raw, float):
+        return "a float"
+    if isinstance(raw, str):
+        return "a string"
+    if isinstance(raw, list):
+        return "a list"
+    if isinstance(raw, dict):
+        return "a table"
+    return "a date or time"
+
+
+@dataclass
+class Resolved:
+    """The parsed command line with the layers under it, and where each setting's value came from."""
+
+    args: argparse.Namespace
+    file: ConfigFile | None
+    sources: dict[str, str] = field(default_factory=dict)  # by key
+
+
+def resolve(
+    parser: argparse.ArgumentParser,
+    command: argparse.ArgumentParser,
+    argv: Sequence[str],
+    environ: Mapping[str, str] = os.environ,
+) -> Resolved:
+    """`argv` parsed by `parser`, the settings of its subcommand `command` layered: the default, then the config
+    file (--config, else A2A_GRPC_CONFIG), then the environment, then the flags. ConfigError for a bad file.
+
+    `command`'s defaults already read the environment: the file's values become the defaults of the settings
+    whose variable is not set, and the command line is parsed again on top of them."""
+    known = settings(command)
+    given = _given(parser, list(known.values()), argv)
+    path = getattr(parser.parse_known_args(argv)[0], CONFIG_KEY, None)
+    file = load(path, command) if path else None
+    if file is not None:
+        command.set_defaults(
+            **{known[key].dest: value for key, value in file.values.items() if known[key].env not in environ}
+        )
+    args = parser.parse_known_args(argv)[0]
+    sources: dict[str, str] = {}
+    for key, setting in known.items():
+        if key in given:
+            sources[key] = f"flag {setting.flag}"
+            if setting.repeatable:  # the flags' list, not the lower layers' with the flags' appended
+                setattr(args, setting.dest, given[key])
+        elif setting.env in environ:
+            sources[key] = f"environment {setting.env}"
+        elif file is not None and key in file.values:
+            sources[key] = f"config file {file.where(key)}"
+        else:
+            sources[key] = "default"
+    return Resolved(args, file, sources)
+
+
+def _given(parser: argparse.ArgumentParser, known: Sequence[Setting], argv: Sequence[str]) -> dict[str, Any]:
+    """The settings `argv` gives as flags, and their values: `argv` parsed with every default unset."""
+    with _defaults_unset(known):
+        parsed = parser.parse_known_args(argv)[0]
+    given: dict[str, Any] = {}
+    for setting in known:
+        value = getattr(parsed, setting.dest, _UNSET)
+        if value is not _UNSET and not (setting.repeatable and value is None):
+            given[setting.key] = value
+    return given
+
+
+@contextmanager
+def _defaults_unset(known: Sequence[Setting]) -> Iterator[None]:
+    saved = [setting.action.default for setting in known]
+    try:
+        for setting in known:
+            setting.action.default = None if setting.repeatable else _UNSET  # append needs a list or None
+        yield
+    finally:
+        for setting, default in zip(known, saved, strict=True):
+            setting.action.default = default
+
+
+def redact(key: str, value: Any) -> Any:
+    """`value` of setting `key` fit to show: the token of each TOKEN=PRINCIPAL of auth_token, the whole value of
+    another key naming a token, secret or password, and the password in any URL, replaced by ***."""
+    if isinstance(value, list | tuple):
+        return [redact(key, item) for item in value]
+    if not isinstance(value, str):
+        return value
+    if key == "auth_token":
+        return ",".join(_redact_token(item) for item in value.split(","))
+    if any(word in key for word in SECRET_WORDS):
+        return REDACTED
+    return URL_SECRET_PARAMETER.sub(rf"\g<1>{REDACTED}", URL_PASSWORD.sub(rf"\g<1>{REDACTED}@", value))
+
+
+def _redact_token(item: str) -> str:
+    token, sep, principal = item.strip().rpartition("=")
+    if not item.strip():
+        return item
+    return f"{REDACTED}={principal}" if sep and token else REDACTED
+
+
+def show(resolved: Resolved, command: argparse.ArgumentParser) -> str:
+    """The effective settings as a TOML document in the config file's own keys, each line saying where its value
+    came from; secrets redacted (a push signing key is shown as its path: no key file is read)."""
+    config = resolved.file.path if resolved.file is not None else "none"
+    lines = [
+        "# the effective settings of `a2a-grpc serve` (default < config file < environment < flag), secrets redacted",
+        f"# config file: {config}",
+    ]
+    for key, setting in settings(command).items():
+        value = getattr(resolved.args, setting.dest, None)
+        source = resolved.sources.get(key, "default")
+        if value is None:
+            lines.append(f"# {key}: not set ({source})")
+        else:
+            lines.append(f"{key} = {toml_value(redact(key, value))}  # {source}")
+    return "\n".join(lines) + "\n"
+
+
+def toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return _number_text(value) if not math.isfinite(value) else repr(value)
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(toml_value(item) for item in value) + "]"
+    return _toml_string(str(value))
+
+
+def _toml_string(text: str) -> str:
+    escaped: list[str] = []
+    for char in text:
+        if char in '"\\':
+            escaped.append("\\" + char)
+        elif char < " " or char == "\x7f":
+            escaped.append(f"\\u{ord(char):04x}")
+        elif "\ud800" <= char <= "\udfff":  # an undecodable byte of the environment: TOML has no such character
+            escaped.append("\ufffd")
+        else:
+            escaped.append(char)
+    return '"' + "".join(escaped) + '"'
+
+
+def add_config_parser(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+    add_serve_arguments: Callable[[argparse.ArgumentParser], None],
+    formatter_class: type[argparse.HelpFormatter],
+) -> argparse.ArgumentParser:
+    """`a2a-grpc config check [FILE]` and `a2a-grpc config show [--config FILE] [serve's flags]`; the show parser."""
+    config = commands.add_parser(
+        "config",
+        help="check a config file, or show the settings serve would run with",
+        description="The config file of `a2a-grpc serve` is TOML, its top-level keys serve's flags with - as _ "
+        "(listen, http_listen, store, ...). The environment and the flags override it.",
+    )
+    actions = config.add_subparsers(dest="config_command", required=True, metavar="{check,show}")
+    check = actions.add_parser(
+        "check",
+        help="check a config file: 'ok', or each problem with its key and line (exit status 2)",
+        description="Check a config file as `serve` would at start-up: print 'ok', or each problem, naming its key "
+        "and line, and exit with status 2.",
+    )
+    check.add_argument(
+        "file", nargs="?", default=os.environ.get(CONFIG_ENV) or None, metavar="FILE", help=f"default: ${CONFIG_ENV}"
+    )
+    show_parser = actions.add_parser(
+        "show",
+        help="print the settings serve would run with, as TOML, secrets redacted",
+        description="Print the settings `a2a-grpc serve` would run with, given the same config file, environment "
+        "and flags, as a TOML config file; each line says where its value came from. Tokens and passwords are "
+        "redacted. Takes every flag serve takes.",
+        formatter_class=formatter_class,
+    )
+    add_serve_arguments(show_parser)
+    return show_parser
+
+
+def run_config_command(
+    args: argparse.Namespace,
+    parser: argparse.ArgumentParser,
+    argv: Sequence[str],
+    serve_parser: argparse.ArgumentParser,
+    show_parser: argparse.ArgumentParser,
+) -> int:
+    """`a2a-grpc config check` or `config show`: their exit status."""
+    try:
+        if args.config_command == "check":
+            if not args.file:
+                print(f"a2a-grpc config check: error: name the FILE (or set {CONFIG_ENV})", file=sys.stderr)
+                return EXIT_USAGE
+            load(args.file, serve_parser)
+            print("ok")
+            return EXIT_OK
+        resolved = resolve(parser, show_parser, argv)
+    except ConfigError as error:
+        for problem in error.problems:
+            print(f"a2a-grpc: {problem}", file=sys.stderr)
+        return EXIT_USAGE
+    sys.stdout.write(show(resolved, show_parser))
+    return EXIT_OK

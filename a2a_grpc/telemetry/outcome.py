@@ -1,0 +1,57 @@
+"""How a call ended: the status code and A2A reason it leaves with, worked out from what it raised.
+
+The errors guard (`a2a_grpc.interceptors.server.errors`) turns the same exceptions into the status
+itself; this is the read-only view of that mapping the access log and the metrics share.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+import grpc
+
+from a2a_grpc.errors import A2AError
+
+StatusCode = grpc.StatusCode
+SERVER_FAULTS = frozenset({StatusCode.INTERNAL, StatusCode.UNKNOWN, StatusCode.DATA_LOSS})
+_NO_DETAILS: Mapping[str, str] = MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """`details` is the ErrorInfo metadata the caller gets; `error` what the call raised. `unexpected`:
+    not an A2AError, so the caller gets a generic INTERNAL and only the server's log the traceback."""
+
+    code: grpc.StatusCode
+    reason: str = ""
+    details: Mapping[str, str] = field(default_factory=lambda: _NO_DETAILS)
+    error: BaseException | None = None
+    unexpected: bool = False
+
+    @property
+    def fault(self) -> bool:
+        """The server failed the call (INTERNAL, UNKNOWN, DATA_LOSS), rather than refusing or answering it."""
+        return self.code in SERVER_FAULTS
+
+
+OK = Outcome(StatusCode.OK)
+
+
+def outcome_of(error: BaseException, context: Any) -> Outcome:
+    """How a call that raised `error` ends, `context` being its grpc.aio servicer context."""
+    if isinstance(error, A2AError):
+        return Outcome(error.code, error.reason, error.metadata or _NO_DETAILS, error)
+    if isinstance(error, grpc.aio.AbortError):  # ended with a status already
+        code = context.code()
+        return Outcome(code if isinstance(code, grpc.StatusCode) else StatusCode.UNKNOWN, error=error)
+    if isinstance(error, asyncio.CancelledError | GeneratorExit):  # the client went away, or its deadline passed
+        remaining = context.time_remaining()
+        expired = remaining is not None and remaining <= 0
+        return Outcome(StatusCode.DEADLINE_EXCEEDED if expired else StatusCode.CANCELLED, error=error)
+    if not isinstance(error, Exception):  # SystemExit and the like: the guard lets them through to grpc
+        return Outcome(StatusCode.UNKNOWN, error=error)
+    return Outcome(StatusCode.INTERNAL, "INTERNAL", error=error, unexpected=True)

@@ -1,0 +1,344 @@
+"""The access log: one structured line per A2A call, read back from real calls to a real server.
+
+Each line is checked as the JSON line `--log-format json` writes (the record through JsonFormatter,
+parsed); the text form is checked too. Covered: a sent message, refusals (a missing required extension,
+an unsupported version, no credentials) at INFO with their reason, a failed call, streams (their event
+count, and a stream the client cancels), an unexpected failure logged once at ERROR with its traceback,
+that neither message text nor a bearer token ever appears, and the CLI switches (a child process).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import signal
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+from conftest import BASE_CARD, V1, StartServer, send_request
+from process import send_text, serve_process
+from rpc_helpers import TEST_SECONDS, Stub, assert_error, bearer, make_stub, read_all, rpc_error
+
+from a2a_grpc.agent import EventPublisher, RequestContext
+from a2a_grpc.generated import a2a_pb2
+from a2a_grpc.interceptors.server import errors as errors_guard
+from a2a_grpc.server import A2AServer, ServerSettings
+from a2a_grpc.store.memory import MemoryStore
+from a2a_grpc.telemetry import ACCESS_LOGGER, JsonFormatter, log_format
+
+REQUIRED = "https://example.com/ext/required/v1"
+OPTIONAL = "https://example.com/ext/optional/v1"
+UNDECLARED = "https://example.com/ext/undeclared/v1"
+EXTENSION_CARD: dict[str, Any] = {
+    **BASE_CARD,
+    "capabilities": {
+        **BASE_CARD["capabilities"],
+        "extensions": [
+            {"uri": REQUIRED, "description": "Every call must activate it.", "required": True},
+            {"uri": OPTIONAL, "description": "A call may activate it."},
+        ],
+    },
+}
+TOKEN = "tok-3f9a1c77-never-logged"
+PRINCIPAL = "alice"
+MESSAGE_TEXT = "the confidential message text"
+STORE_FAILURE = "the store failed: row 42 is on fire"  # stays on the server: only its log may show it
+FAILED_PRECONDITION = grpc.StatusCode.FAILED_PRECONDITION
+
+
+@pytest.fixture
+def access(caplog: pytest.LogCaptureFixture) -> Iterator[pytest.LogCaptureFixture]:
+    caplog.set_level(logging.INFO, logger=ACCESS_LOGGER)
+    yield caplog
+
+
+def access_records(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    return [record for record in caplog.records if record.name == ACCESS_LOGGER]
+
+
+def json_lines(caplog: pytest.LogCaptureFixture) -> list[dict[str, Any]]:
+    """The access lines as `--log-format json` writes them, parsed."""
+    formatter = JsonFormatter()
+    return [json.loads(formatter.format(record)) for record in access_records(caplog)]
+
+
+def only_line(caplog: pytest.LogCaptureFixture, method: str) -> dict[str, Any]:
+    lines = [line for line in json_lines(caplog) if line["method"] == method]
+    assert len(lines) == 1, lines
+    return lines[0]
+
+
+async def wait_for_line(caplog: pytest.LogCaptureFixture, method: str) -> dict[str, Any]:
+    """The line of a call that ends on the server after the client saw it end (a cancelled stream)."""
+    async with asyncio.timeout(TEST_SECONDS):
+        while True:
+            if any(line["method"] == method for line in json_lines(caplog)):
+                return only_line(caplog, method)
+            await asyncio.sleep(0.01)
+
+
+@pytest.fixture
+async def stub_for(start_server: StartServer) -> AsyncIterator[Any]:
+    channels: list[grpc.aio.Channel] = []
+
+    def stub(server: A2AServer) -> Stub:
+        channel = grpc.aio.insecure_channel(server.grpc_target)
+        channels.append(channel)
+        return make_stub(channel)
+
+    yield stub
+    for channel in channels:
+        await channel.close()
+
+
+async def test_a_sent_message_is_one_line_with_its_call_and_no_text_or_token(
+    start_server: StartServer, stub_for: Any, access: pytest.LogCaptureFixture
+) -> None:
+    server = await start_server(bearer_tokens={TOKEN: PRINCIPAL})
+    stub = stub_for(server)
+    async with asyncio.timeout(TEST_SECONDS):
+        response = await stub.SendMessage(send_request(MESSAGE_TEXT), metadata=bearer(TOKEN))
+    line = only_line(access, "SendMessage")
+    assert line["level"] == "INFO" and line["logger"] == ACCESS_LOGGER
+    assert line["code"] == "OK" and "reason" not in line
+    assert line["principal"] == PRINCIPAL
+    assert line["version"] == "1.0"
+    assert line["peer"].startswith("ipv4:127.0.0.1:")
+    assert line["task_id"] == response.task.id and line["context_id"] == response.task.context_id
+    assert 0 < line["duration_ms"] < TEST_SECONDS * 1000
+    assert "events" not in line and "requested_extensions" not in line and "message" not in line
+    assert "exception" not in line
+    text = access_records(access)[0].getMessage()
+    assert text.startswith("method=SendMessage code=OK duration_ms=")
+    assert f"principal={PRINCIPAL} version=1.0 task_id={response.task.id}" in text
+    everything = access.text + "".join(JsonFormatter().format(record) for record in access.records)
+    assert MESSAGE_TEXT not in everything and TOKEN not in everything
+
+
+async def test_a_call_without_a_required_extension_is_logged_at_info_with_the_uri_and_reason(
+    start_server: StartServer, stub_for: Any, access: pytest.LogCaptureFixture
+) -> None:
+    server = await start_server(card=EXTENSION_CARD)
+    stub = stub_for(server)
+    requested = (*V1, ("a2a-extensions", f"{OPTIONAL}, {UNDECLARED}"))
+    async with asyncio.timeout(TEST_SECONDS):
+        error = await rpc_error(stub.SendMessage(send_request(MESSAGE_TEXT), metadata=requested))
+    assert_error(error, FAILED_PRECONDITION, "EXTENSION_SUPPORT_REQUIRED", missingExtensions=REQUIRED)
+    line = only_line(access, "SendMessage")
+    assert line["level"] == "INFO"
+    assert (line["code"], line["reason"]) == ("FAILED_PRECONDITION", "EXTENSION_SUPPORT_REQUIRED")
+    assert line["error_info"] == {"missingExtensions": REQUIRED}
+    assert line["requested_extensions"] == [OPTIONAL, UNDECLARED]
+    assert "activated_extensions" not in line and "exception" not in line
+    assert line["version"] == "1.0"
+    text = access_records(access)[0].getMessage()
+    assert "reason=EXTENSION_SUPPORT_REQUIRED duration_ms=" in text and f"missingExtensions={REQUIRED}" in text
+
+
+async def test_an_admitted_call_lists_its_requested_and_activated_extensions(
+    start_server: StartServer, stub_for: Any, access: pytest.LogCaptureFixture
+) -> None:
+    server = await start_server(card=EXTENSION_CARD)
+    stub = stub_for(server)
+    requested = (*V1, ("a2a-extensions", f"{REQUIRED},{UNDECLARED}"), ("a2a-extensions", OPTIONAL))
+    async with asyncio.timeout(TEST_SECONDS):
+        await stub.SendMessage(send_request(), metadata=requested)
+    line = only_line(access, "SendMessage")
+    assert line["code"] == "OK"
+    assert line["requested_extensions"] == [REQUIRED, UNDECLARED, OPTIONAL]
+    assert line["activated_extensions"] == [REQUIRED, OPTIONAL]
+
+
+@pytest.mark.parametrize(
+    ("metadata", "code", "reason", "version"),
+    [
+        (
+            (("a2a-version", "0.3"), ("authorization", f"Bearer {TOKEN}")),
+            FAILED_PRECONDITION,
+            "VERSION_NOT_SUPPORTED",
+            "0.3",
+        ),
+        (V1, grpc.StatusCode.UNAUTHENTICATED, "UNAUTHENTICATED", "1.0"),
+    ],
+    ids=["version", "credentials"],
+)
+async def test_refusals_are_logged_at_info_with_their_reason(
+    start_server: StartServer,
+    stub_for: Any,
+    access: pytest.LogCaptureFixture,
+    metadata: tuple[tuple[str, str], ...],
+    code: grpc.StatusCode,
+    reason: str,
+    version: str,
+) -> None:
+    server = await start_server(bearer_tokens={TOKEN: PRINCIPAL})
+    stub = stub_for(server)
+    async with asyncio.timeout(TEST_SECONDS):
+        error = await rpc_error(stub.GetTask(a2a_pb2.GetTaskRequest(id="t-1"), metadata=metadata))
+    assert_error(error, code, reason)
+    line = only_line(access, "GetTask")
+    assert (line["level"], line["code"], line["reason"], line["version"]) == ("INFO", code.name, reason, version)
+    assert "principal" not in line
+    assert TOKEN not in access.text
+
+
+async def test_a_task_that_does_not_exist_is_logged_with_not_found_and_its_id(
+    start_server: StartServer, stub_for: Any, access: pytest.LogCaptureFixture
+) -> None:
+    server = await start_server()
+    stub = stub_for(server)
+    async with asyncio.timeout(TEST_SECONDS):
+        error = await rpc_error(stub.GetTask(a2a_pb2.GetTaskRequest(id="no-such-task"), metadata=V1))
+    assert_error(error, grpc.StatusCode.NOT_FOUND, "TASK_NOT_FOUND")
+    line = only_line(access, "GetTask")
+    assert (line["level"], line["code"], line["reason"]) == ("INFO", "NOT_FOUND", "TASK_NOT_FOUND")
+    assert line["task_id"] == "no-such-task"
+    assert line["error_info"] == {"taskId": "no-such-task"}
+
+
+async def test_a_client_chosen_id_is_cut_short_in_the_log(
+    start_server: StartServer, stub_for: Any, access: pytest.LogCaptureFixture
+) -> None:
+    server = await start_server()
+    stub = stub_for(server)
+    long_id = "x" * 10_000 + "\nforged line"
+    async with asyncio.timeout(TEST_SECONDS):
+        await rpc_error(stub.GetTask(a2a_pb2.GetTaskRequest(id=long_id), metadata=V1))
+    line = only_line(access, "GetTask")
+    assert len(line["task_id"]) < 300 and line["task_id"].endswith("\u2026")
+    assert "\n" not in access_records(access)[0].getMessage()
+
+
+async def test_a_stream_is_logged_once_it_ends_with_its_event_count(
+    start_server: StartServer, stub_for: Any, access: pytest.LogCaptureFixture
+) -> None:
+    server = await start_server()
+    stub = stub_for(server)
+    async with asyncio.timeout(TEST_SECONDS):
+        events = await read_all(stub.SendStreamingMessage(send_request(MESSAGE_TEXT), metadata=V1))
+    line = only_line(access, "SendStreamingMessage")
+    assert line["code"] == "OK" and line["events"] == len(events) >= 2
+    first = events[0]
+    task_id = first.task.id if first.HasField("task") else first.status_update.task_id
+    assert task_id and line["task_id"] == task_id
+    assert line["context_id"] == (first.task.context_id or first.status_update.context_id)
+    assert MESSAGE_TEXT not in access.text
+
+
+class HeldAgent:
+    """WORKING, then waits until told to finish."""
+
+    def __init__(self) -> None:
+        self.release = asyncio.Event()
+
+    async def execute(self, context: RequestContext, events: EventPublisher) -> None:
+        await events.working("held")
+        await self.release.wait()
+        await events.complete()
+
+    async def cancel(self, context: RequestContext, events: EventPublisher) -> None:
+        await events.canceled()
+
+
+async def test_a_stream_the_client_cancels_is_logged_as_cancelled_with_the_events_it_got(
+    start_server: StartServer, stub_for: Any, access: pytest.LogCaptureFixture
+) -> None:
+    agent = HeldAgent()
+    server = await start_server(agent=agent)
+    stub = stub_for(server)
+    try:
+        async with asyncio.timeout(TEST_SECONDS):
+            configuration = a2a_pb2.SendMessageConfiguration(return_immediately=True)
+            task = (await stub.SendMessage(send_request(configuration=configuration), metadata=V1)).task
+            call = stub.SubscribeToTask(a2a_pb2.SubscribeToTaskRequest(id=task.id), metadata=V1)
+            first = await call.read()
+            assert first.task.id == task.id
+            call.cancel()
+            line = await wait_for_line(access, "SubscribeToTask")
+    finally:
+        agent.release.set()
+    assert (line["code"], line["events"], line["task_id"]) == ("CANCELLED", 1, task.id)
+
+
+class FailingStore(MemoryStore):
+    async def get_task(self, task_id: str, owner: str) -> a2a_pb2.Task | None:
+        raise RuntimeError(STORE_FAILURE)
+
+
+async def test_an_unexpected_failure_is_logged_once_at_error_with_its_traceback(
+    tmp_path: Path, access: pytest.LogCaptureFixture
+) -> None:
+    card = tmp_path / "card.json"
+    card.write_text(json.dumps(BASE_CARD))
+    settings = ServerSettings(listen="127.0.0.1:0", http_listen="", card_path=str(card), store_url="memory")
+    server = A2AServer(settings, store=FailingStore())
+    await server.start()
+    try:
+        async with grpc.aio.insecure_channel(server.grpc_target) as channel, asyncio.timeout(TEST_SECONDS):
+            error = await rpc_error(make_stub(channel).GetTask(a2a_pb2.GetTaskRequest(id="t-1"), metadata=V1))
+    finally:
+        await server.stop(0)
+    assert error.code() == grpc.StatusCode.INTERNAL and STORE_FAILURE not in (error.details() or "")
+    line = only_line(access, "GetTask")
+    assert (line["level"], line["code"], line["reason"]) == ("ERROR", "INTERNAL", "INTERNAL")
+    assert "RuntimeError" in line["exception"] and STORE_FAILURE in line["exception"]
+    tracebacks = [record for record in access.records if record.exc_info]
+    assert len(tracebacks) == 1, [record.name for record in tracebacks]  # not again by the errors guard
+    assert not [record for record in access.records if record.name == errors_guard.log.name]
+
+
+async def test_without_the_access_log_nothing_is_logged_and_the_guard_logs_failures(
+    tmp_path: Path, access: pytest.LogCaptureFixture
+) -> None:
+    card = tmp_path / "card.json"
+    card.write_text(json.dumps(BASE_CARD))
+    settings = ServerSettings(
+        listen="127.0.0.1:0", http_listen="", card_path=str(card), store_url="memory", access_log=False
+    )
+    server = A2AServer(settings, store=FailingStore())
+    await server.start()
+    try:
+        async with grpc.aio.insecure_channel(server.grpc_target) as channel, asyncio.timeout(TEST_SECONDS):
+            stub = make_stub(channel)
+            await stub.SendMessage(send_request(), metadata=V1)
+            error = await rpc_error(stub.GetTask(a2a_pb2.GetTaskRequest(id="t-1"), metadata=V1))
+    finally:
+        await server.stop(0)
+    assert error.code() == grpc.StatusCode.INTERNAL
+    assert access_records(access) == []
+    guarded = [record for record in access.records if record.name == errors_guard.log.name]
+    assert len(guarded) == 1 and guarded[0].levelno == logging.ERROR and guarded[0].exc_info
+
+
+def test_json_lines_carry_plain_records_as_a_message() -> None:
+    record = logging.LogRecord("a2a_grpc.server", logging.WARNING, __file__, 1, "stopped: %d failed", (2,), None)
+    line = json.loads(JsonFormatter().format(record))
+    assert line["level"] == "WARNING" and line["logger"] == "a2a_grpc.server"
+    assert line["message"] == "stopped: 2 failed" and line["time"].endswith("+00:00")
+    assert log_format(" JSON ") == "json"
+    with pytest.raises(ValueError):
+        log_format("xml")
+
+
+def test_serve_writes_json_lines_and_the_access_log_can_be_turned_off(tmp_path: Path) -> None:
+    with serve_process(tmp_path / "json", env={"A2A_GRPC_LOG_FORMAT": "json"}) as server:
+        task = send_text(server.grpc_target, MESSAGE_TEXT)
+        server.send_signal(signal.SIGTERM)
+        assert server.wait() == 0
+    lines = [json.loads(line) for line in server.stderr.splitlines() if line.strip()]
+    access_lines = [line for line in lines if line["logger"] == ACCESS_LOGGER]
+    assert [(line["method"], line["code"], line["task_id"]) for line in access_lines] == [
+        ("SendMessage", "OK", task.id)
+    ]
+    assert any(line["message"].startswith("serving A2A on ") for line in lines if "message" in line)
+    assert MESSAGE_TEXT not in server.stderr
+
+    with serve_process(tmp_path / "off", "--no-access-log") as server:
+        send_text(server.grpc_target, MESSAGE_TEXT)
+        server.send_signal(signal.SIGTERM)
+        assert server.wait() == 0
+    assert "serving A2A on " in server.stderr and ACCESS_LOGGER not in server.stderr
