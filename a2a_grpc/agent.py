@@ -9,7 +9,7 @@ server owns task state, ordering and persistence: the agent never builds or stor
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 from google.protobuf import json_format
@@ -67,6 +67,12 @@ class RequestContext:
     def caller(self) -> str:
         """The authenticated principal that sent the message ("" on an open server)."""
         return self.call.principal
+
+    @property
+    def caller_claims(self) -> Mapping[str, Any]:
+        """What the caller's credential said about it, read-only: a JWT's claims, or a client certificate's
+        `subject`, `common_name` and `subject_alternative_names`; empty for a static token or an API key."""
+        return self.call.claims
 
     @property
     def activated_extensions(self) -> tuple[str, ...]:

@@ -2,14 +2,26 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
 
 from a2a_grpc.errors import Metadata
+
+if TYPE_CHECKING:
+    from a2a_grpc.telemetry.tracing import TraceContext
 
 
 def no_deadline() -> float | None:
     return None
+
+
+NO_CLAIMS: Mapping[str, Any] = MappingProxyType({})
+
+
+def no_claims() -> Mapping[str, Any]:
+    return NO_CLAIMS
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,6 +34,9 @@ class CallContext:
     `echo` their comma-joined form as the response's `a2a-extensions` ("" when none is active).
     `time_remaining()` is the seconds left before the client's deadline, None when it set none (asked
     of the transport only when called: reading it costs more than the rest of the context).
+    `principal` is the authenticated caller ("" on an open server or for an anonymous caller), `claims` what
+    its credential said about it (a JWT's claims, a client certificate's names: a2a_grpc.auth), read-only.
+    `trace_context` is the call's server span, with tracing on (a2a_grpc.telemetry.tracing); None when off.
     """
 
     method: str = ""
@@ -32,3 +47,5 @@ class CallContext:
     requested_extensions: tuple[str, ...] = ()
     activated_extensions: tuple[str, ...] = ()
     echo: str = ""
+    trace_context: TraceContext | None = field(default=None, repr=False, compare=False)
+    claims: Mapping[str, Any] = field(default_factory=no_claims, repr=False, compare=False)

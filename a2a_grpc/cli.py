@@ -13,6 +13,7 @@ import sys
 from collections.abc import Coroutine, Sequence
 from typing import Any
 
+from a2a_grpc.auth import AuthSettings, JwtSettings
 from a2a_grpc.card import CardError
 from a2a_grpc.cli_client import add_client_parsers, run_client_command
 from a2a_grpc.config import ConfigError, add_config_parser, resolve, run_config_command
@@ -24,6 +25,7 @@ from a2a_grpc.servicer import MAX_LIST_PAGE_BYTES
 from a2a_grpc.store import StoreError
 from a2a_grpc.tasks import LEASE_SECONDS, POLL_SECONDS, SUBSCRIBER_BUFFER_BYTES
 from a2a_grpc.telemetry import LOG_FORMATS, log_format, use_json_logs
+from a2a_grpc.telemetry.tracing_setup import use_sdk_unless_configured
 from a2a_grpc.workers import Supervisor, held_ports, stop_when_orphaned, unshared_store, worker_index
 
 log = logging.getLogger("a2a_grpc.cli")  # not __name__: the workers run it as __main__
@@ -158,9 +160,11 @@ def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
         action="append",
         type=_auth_token,
         default=[v for v in [_env("AUTH_TOKENS", None)] if v],
-        help="TOKEN=PRINCIPAL; repeat or comma-join; when set, calls need a bearer token [A2A_GRPC_AUTH_TOKENS] "
-        "(default: none, calls need no token)",
+        help="TOKEN=PRINCIPAL; repeat or comma-join; static bearer tokens, the card's HTTP bearer scheme "
+        "(declared when the card lacks one) [A2A_GRPC_AUTH_TOKENS] (default: none)",
     )
+    add_auth_arguments(serve)
+    add_tls_arguments(serve)
     serve.add_argument(
         "--unary-echo",
         choices=("trailers", "headers"),
@@ -231,6 +235,104 @@ def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
         default=_env("ACCESS_LOG", "1") not in ("0", "false", "no", "off"),
         help="one line per A2A call (method, peer, principal, status, duration...) on the a2a_grpc.access logger "
         "[A2A_GRPC_ACCESS_LOG]",
+    )
+    serve.add_argument(
+        "--tracing",
+        action=argparse.BooleanOptionalAction,
+        default=_env("TRACING", "0") in ("1", "true", "yes", "on"),
+        help="OpenTelemetry spans of every A2A call, agent run and store write, continuing the callers' W3C "
+        "traceparent; needs a2a-grpc[otel], and exports as the OTEL_* environment says (OTEL_TRACES_EXPORTER: "
+        "otlp, console or none) unless opentelemetry-instrument set a tracer provider [A2A_GRPC_TRACING]",
+    )
+
+
+def _leeway(text: str) -> float:
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds <= 3600:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds from 0 to 3600, got {text!r}")
+    return seconds
+
+
+def add_auth_arguments(serve: argparse.ArgumentParser) -> None:
+    """JWT access tokens and API keys (a2a_grpc.auth): each adds its scheme to the card when the card lacks one."""
+    serve.add_argument(
+        "--jwt-jwks-url",
+        metavar="URL",
+        default=_env("JWT_JWKS_URL", None),
+        help="https URL of the JWKS that verifies JWT access tokens (the card's bearer JWT, OAuth 2.0 and OpenID "
+        "Connect schemes); fetched with the system trust store plus SSL_CERT_FILE, again on an unknown kid "
+        "[A2A_GRPC_JWT_JWKS_URL] (default: none)",
+    )
+    serve.add_argument(
+        "--jwt-key",
+        metavar="FILE",
+        default=_env("JWT_KEY", None),
+        help="instead of --jwt-jwks-url: a PEM public key (or certificate) or a JWKS file that verifies JWT access "
+        "tokens [A2A_GRPC_JWT_KEY] (default: none)",
+    )
+    serve.add_argument(
+        "--jwt-issuer",
+        default=_env("JWT_ISSUER", None),
+        help="the iss a JWT must carry; comma-join several [A2A_GRPC_JWT_ISSUER] (default: none; required with JWTs)",
+    )
+    serve.add_argument(
+        "--jwt-audience",
+        default=_env("JWT_AUDIENCE", None),
+        help="an aud a JWT must carry; comma-join several [A2A_GRPC_JWT_AUDIENCE] (default: none; required with JWTs)",
+    )
+    serve.add_argument(
+        "--jwt-leeway",
+        type=_leeway,
+        default=_env("JWT_LEEWAY", "60"),
+        help="seconds of clock skew allowed on a JWT's exp and nbf [A2A_GRPC_JWT_LEEWAY]",
+    )
+    serve.add_argument(
+        "--api-keys",
+        metavar="FILE",
+        default=_env("API_KEYS", None),
+        help="API keys, one KEY=PRINCIPAL (or sha256:HEX=PRINCIPAL) a line; env:NAME reads them from the "
+        "environment variable NAME; the card's API key scheme, header x-api-key unless the card names one "
+        "[A2A_GRPC_API_KEYS] (default: none)",
+    )
+
+
+def auth_settings(args: argparse.Namespace) -> AuthSettings:
+    jwt = None
+    if args.jwt_jwks_url or args.jwt_key or args.jwt_issuer or args.jwt_audience:
+        jwt = JwtSettings(
+            jwks_url=args.jwt_jwks_url or None,
+            key_path=args.jwt_key or None,
+            issuers=_split([args.jwt_issuer or ""]),
+            audiences=_split([args.jwt_audience or ""]),
+            leeway_seconds=args.jwt_leeway,
+        )
+    return AuthSettings(jwt=jwt, api_keys=args.api_keys or None)
+
+
+def add_tls_arguments(serve: argparse.ArgumentParser) -> None:
+    """TLS on both ports (a2a_grpc.tls): the files are read again on SIGHUP."""
+    serve.add_argument(
+        "--tls-cert",
+        metavar="FILE",
+        default=_env("TLS_CERT", None),
+        help="PEM certificate chain (leaf first) for TLS on the gRPC and HTTP ports, with --tls-key; read again "
+        "on SIGHUP [A2A_GRPC_TLS_CERT] (default: none: plaintext, for loopback and service meshes)",
+    )
+    serve.add_argument(
+        "--tls-key",
+        metavar="FILE",
+        default=_env("TLS_KEY", None),
+        help="the unencrypted PEM private key of --tls-cert [A2A_GRPC_TLS_KEY] (default: none)",
+    )
+    serve.add_argument(
+        "--tls-client-ca",
+        metavar="FILE",
+        default=_env("TLS_CLIENT_CA", None),
+        help="PEM CA certificates: clients must present a certificate one of them signed, on both ports "
+        "(mutual TLS) [A2A_GRPC_TLS_CLIENT_CA] (default: none: no client certificate asked for)",
     )
 
 
@@ -329,6 +431,7 @@ def serve(args: argparse.Namespace, argv: Sequence[str]) -> int:
         grace_seconds=args.grace,
         missing_version_means=args.missing_version_means,
         bearer_tokens=_parse_tokens(args.auth_token),
+        auth=auth_settings(args),
         echo_unary_headers=args.unary_echo == "headers",
         max_list_page_bytes=args.max_list_page_bytes,
         max_subscriber_buffer_bytes=args.max_subscriber_buffer_bytes,
@@ -339,8 +442,14 @@ def serve(args: argparse.Namespace, argv: Sequence[str]) -> int:
         push=push_settings(args),
         worker_mode=worker is not None,
         access_log=args.access_log,
+        tracing=args.tracing,
+        tls_cert=args.tls_cert,
+        tls_key=args.tls_key,
+        tls_client_ca=args.tls_client_ca,
     )
     try:
+        if settings.tracing:
+            use_sdk_unless_configured()
         server = A2AServer(settings)
     except (CardError, ValueError, ImportError, AttributeError, OSError) as error:
         print(f"a2a-grpc: {error}", file=sys.stderr)
@@ -367,11 +476,13 @@ def supervise(args: argparse.Namespace, argv: Sequence[str]) -> int:
 
 
 async def _serve(server: A2AServer, worker: str | None) -> int:
-    """Serve until SIGTERM or SIGINT; `worker` ("INDEX/N") is set in a worker of `--workers N`."""
+    """Serve until SIGTERM or SIGINT, reading the TLS files again on SIGHUP; `worker` ("INDEX/N") is set in a
+    worker of `--workers N`."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    loop.add_signal_handler(signal.SIGHUP, server.reload_certificates)
     if worker is not None:
         stop_when_orphaned(stop)
     try:

@@ -21,6 +21,7 @@ from a2a_grpc.encoding import json_document
 from a2a_grpc.errors import A2AError
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.protocol import EXTENSIONS_HEADER
+from a2a_grpc.tls import ClientTLS, TLSError
 
 EXIT_OK = 0
 EXIT_ERROR = 1
@@ -35,7 +36,9 @@ def add_client_parsers(commands: argparse._SubParsersAction[argparse.ArgumentPar
         "response as ProtoJSON, one document per line (each stream event on its own line); stderr: "
         f"'{EXTENSIONS_HEADER}: <activated extensions>'.",
     )
-    send.add_argument("target", metavar="TARGET", help="HOST:PORT, or http(s) URL of the agent card")
+    send.add_argument(
+        "target", metavar="TARGET", help="HOST:PORT (grpcs://HOST:PORT for TLS), or http(s) URL of the agent card"
+    )
     send.add_argument("text", metavar="TEXT")
     send.add_argument("--stream", action="store_true", help="use SendStreamingMessage")
     send.add_argument(
@@ -77,6 +80,14 @@ def _add_call_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--timeout", type=float, default=None, help="deadline in seconds")
     parser.add_argument("--a2a-version", default="1.0", help="the a2a-version to send (default 1.0)")
+    parser.add_argument(
+        "--tls-ca",
+        metavar="FILE",
+        help="PEM CA certificates to trust: the call is made over TLS (so is a grpcs:// address); an https:// "
+        "card URL trusts them besides the system's",
+    )
+    parser.add_argument("--tls-cert", metavar="FILE", help="PEM client certificate, for mutual TLS (with --tls-key)")
+    parser.add_argument("--tls-key", metavar="FILE", help="the unencrypted PEM private key of --tls-cert")
 
 
 async def run_client_command(args: argparse.Namespace) -> int:
@@ -84,7 +95,7 @@ async def run_client_command(args: argparse.Namespace) -> int:
         if args.command == "send":
             return await _send(args)
         return await _card(args)
-    except _UsageError as error:
+    except (_UsageError, TLSError) as error:
         print(f"a2a-grpc {args.command}: {error}", file=sys.stderr)
         return EXIT_USAGE
     except A2AError as error:
@@ -142,6 +153,9 @@ async def _connect(args: argparse.Namespace, extensions: Sequence[str] = ()) -> 
         version=args.a2a_version,
         headers=parse_headers(args.header),
         timeout=args.timeout,
+        tls_ca=args.tls_ca,
+        tls_cert=args.tls_cert,
+        tls_key=args.tls_key,
     )
 
 
@@ -180,5 +194,6 @@ async def _card(args: argparse.Namespace) -> int:
             "/.well-known/agent-card.json: give the agent's http(s) URL, or --card-url URL "
             "(--extended fetches the extended card over gRPC)"
         )
-    print(proto_json(await fetch_agent_card(url), indent=2))
+    tls = ClientTLS(args.tls_ca, args.tls_cert, args.tls_key)
+    print(proto_json(await fetch_agent_card(url, tls=tls), indent=2))
     return EXIT_OK

@@ -4,7 +4,9 @@
         result = await client.send_message("hello")
         result.value.task, result.activated_extensions
 
-`connect` takes `host:port` or an agent card URL (the card's GRPC interface is used). Every call
+`connect` takes `host:port` or an agent card URL (the card's GRPC interface is used). `grpcs://host:port`,
+or any of `tls_ca`, `tls_cert` and `tls_key` (PEM files: the CA to trust, a client certificate and its key for
+mutual TLS), make the channel TLS; an https:// card URL is fetched with the same files. Every call
 carries `a2a-version` and the requested extensions (the client's set, replaced or extended per call,
 plus what a propagator forwards from the call being served); every result carries the extensions the
 server activated; errors are raised as the typed errors of `a2a_grpc.errors`.
@@ -14,8 +16,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from types import TracebackType
-from typing import Any, Generic, TypedDict, TypeVar, Unpack
+from typing import TYPE_CHECKING, Any, Generic, TypedDict, TypeVar, Unpack
 
 import aiohttp
 import grpc
@@ -33,6 +36,11 @@ from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
 from a2a_grpc.ids import new_id
 from a2a_grpc.interceptors.client import ResponseExtensions, client_interceptors, observe_extensions, use_extensions
 from a2a_grpc.protocol import AGENT_CARD_PATH, RESUME_EXTENSION_URI, STREAM_AFTER_HEADER
+from a2a_grpc.telemetry.tracing_setup import client_tracer
+from a2a_grpc.tls import ClientTLS
+
+if TYPE_CHECKING:
+    from a2a_grpc.telemetry.tracing import TraceContext
 
 CARD_FETCH_TIMEOUT_SECONDS = 10.0
 
@@ -61,6 +69,7 @@ class ExtensionPropagator:
     Give one to an `A2AClient` used inside an agent: each outgoing call then also requests what the
     incoming call (`call`: an agent passes `context.call`) activated; `only` narrows that to some URIs.
     The downstream agent activates the ones it supports; none is activated on anyone's behalf.
+    With tracing on, the calls also continue the served call's trace (W3C `traceparent`): see `trace_context`.
     """
 
     call: CallContext
@@ -68,6 +77,12 @@ class ExtensionPropagator:
 
     def __call__(self) -> tuple[str, ...]:
         return tuple(uri for uri in self.call.activated_extensions if self.only is None or uri in self.only)
+
+    @property
+    def trace_context(self) -> TraceContext | None:
+        """The served call's trace, when the server traces: a client given this propagator then traces its
+        calls too, as children of the current span (the agent's, inside its run), else of the served call's."""
+        return self.call.trace_context
 
 
 class CallOptions(TypedDict, total=False):
@@ -100,13 +115,17 @@ def card_url(url: str) -> str:
     return url.rstrip("/") + AGENT_CARD_PATH
 
 
-async def fetch_agent_card(url: str, timeout_seconds: float = CARD_FETCH_TIMEOUT_SECONDS) -> a2a_pb2.AgentCard:
-    """GET the ProtoJSON agent card at `url` (a base URL gets the well-known path)."""
+async def fetch_agent_card(
+    url: str, timeout_seconds: float = CARD_FETCH_TIMEOUT_SECONDS, *, tls: ClientTLS | None = None
+) -> a2a_pb2.AgentCard:
+    """GET the ProtoJSON agent card at `url` (a base URL gets the well-known path); an https:// URL trusts
+    the system's CAs plus `tls.ca`, and presents `tls.cert` when given."""
     url = card_url(url)
+    ssl_context = tls.ssl_context() if tls is not None and url.startswith("https://") else True
     try:
         async with (
             aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout_seconds)) as session,
-            session.get(url) as response,
+            session.get(url, ssl=ssl_context) as response,
         ):
             if response.status != 200:
                 raise AgentCardError(f"GET {url} answered HTTP {response.status}")
@@ -131,7 +150,13 @@ def is_card_url(target: str) -> bool:
 
 
 class A2AClient:
-    """Calls one A2A agent over gRPC. Use as an async context manager, or call `close()`."""
+    """Calls one A2A agent over gRPC. Use as an async context manager, or call `close()`.
+
+    Tracing (the `otel` extra): with a `tracer_provider`, or `tracing=True` for the global one, each call
+    is an OpenTelemetry CLIENT span whose W3C `traceparent` the call carries; a client whose propagator
+    forwards a traced call (`ExtensionPropagator` inside a traced server's agent) traces with that
+    server's tracer. `tracing=False` never traces.
+    """
 
     def __init__(
         self,
@@ -147,12 +172,23 @@ class A2AClient:
         card: a2a_pb2.AgentCard | None = None,
         card_url: str | None = None,
         channel_options: Sequence[tuple[str, Any]] = (),
+        tls_ca: str | Path | None = None,
+        tls_cert: str | Path | None = None,
+        tls_key: str | Path | None = None,
+        tracing: bool | None = None,
+        tracer_provider: Any = None,
     ) -> None:
+        tls = ClientTLS(tls_ca, tls_cert, tls_key) if tls_ca or tls_cert or tls_key else None
+        if tls is not None and credentials is not None:
+            raise ValueError("give credentials= or tls_ca/tls_cert/tls_key, not both")
         for scheme in ("grpc://", "grpcs://"):
             if target.startswith(scheme):
-                if scheme == "grpcs://" and credentials is None:
-                    credentials = grpc.ssl_channel_credentials()
+                if scheme == "grpcs://" and tls is None and credentials is None:
+                    tls = ClientTLS()
                 target = target.removeprefix(scheme)
+        if tls is not None:
+            credentials = tls.channel_credentials()
+        self.tls = tls
         self.target = target
         self.extensions: tuple[str, ...] = parse_extension_values(extensions)
         self.version = version
@@ -162,7 +198,9 @@ class A2AClient:
         self.tenant = tenant
         self.card = card
         self.card_url = card_url
-        interceptors = client_interceptors(version=version)
+        forwarded = getattr(propagator, "trace_context", None)
+        self.tracer = client_tracer(tracing, tracer_provider, forwarded)
+        interceptors = client_interceptors(version=version, tracer=self.tracer)
         if credentials is None:
             self._channel = grpc.aio.insecure_channel(target, options=channel_options, interceptors=interceptors)
         else:
@@ -176,7 +214,8 @@ class A2AClient:
         """A client for `host:port`, or for the agent whose card is at an http(s) URL."""
         if not is_card_url(target):
             return cls(target, **settings)
-        card = await fetch_agent_card(target)
+        tls = ClientTLS(settings.get("tls_ca"), settings.get("tls_cert"), settings.get("tls_key"))
+        card = await fetch_agent_card(target, tls=tls)
         interface = grpc_interface(card)
         settings.setdefault("tenant", interface.tenant)
         return cls(interface.url, card=card, card_url=card_url(target), **settings)
@@ -324,7 +363,7 @@ class A2AClient:
                 f"the public agent card is served over HTTP; no card URL is known for {self.target} "
                 "(connect with the card URL, or pass card_url=)"
             )
-        self.card = await fetch_agent_card(self.card_url)
+        self.card = await fetch_agent_card(self.card_url, tls=self.tls)
         return self.card
 
     async def create_push_config(

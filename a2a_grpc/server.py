@@ -23,6 +23,7 @@ from prometheus_client.aiohttp import make_aiohttp_handler
 from a2a_grpc import resume
 from a2a_grpc.agent import AgentExecutor, declared_extensions
 from a2a_grpc.agents.echo import EchoAgent
+from a2a_grpc.auth import AuthSettings, Verifiers, secure_cards
 from a2a_grpc.card import GRPC_BINDING, CardError, card_json, complete_card, load_card, register_card_extensions
 from a2a_grpc.extensions import MAX_EXTENSION_PAYLOAD_BYTES, ExtensionRegistry
 from a2a_grpc.generated import a2a_pb2
@@ -36,7 +37,8 @@ from a2a_grpc.reflection import add_reflection
 from a2a_grpc.servicer import MAX_LIST_PAGE_BYTES, A2AServicer
 from a2a_grpc.store import TaskStore, open_store
 from a2a_grpc.tasks import LEASE_SECONDS, POLL_SECONDS, SUBSCRIBER_BUFFER_BYTES, TaskManager
-from a2a_grpc.telemetry import METRICS_PATH, AccessLog, Metrics
+from a2a_grpc.telemetry import METRICS_PATH, AccessLog, Metrics, load_tracing
+from a2a_grpc.tls import TLS_SCHEME, ServerFiles, ServerTLS
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +65,7 @@ class ServerSettings:
     grace_seconds: float = 10.0
     missing_version_means: str = "0.3"
     bearer_tokens: dict[str, str] = field(default_factory=dict)
+    auth: AuthSettings = field(default_factory=AuthSettings)  # JWTs and API keys (a2a_grpc.auth)
     max_message_bytes: int = 4 * 1024 * 1024  # the largest request accepted; responses are not limited
     max_metadata_bytes: int = 16 * 1024  # request headers; larger ones get RESOURCE_EXHAUSTED from the transport
     negotiate_extensions: bool = True
@@ -82,10 +85,16 @@ class ServerSettings:
     push: PushSettings = field(default_factory=PushSettings)  # for a card that declares pushNotifications
     access_log: bool = True  # one line per A2A call on the a2a_grpc.access logger
     metrics: bool = True  # Prometheus metrics at /metrics on the HTTP port (with http_listen)
+    tracing: bool = False  # OpenTelemetry spans of calls, agent runs and store writes (the otel extra)
     # While serving, the store is asked for a trivial read this often; no answer within the timeout (or an
     # error) turns readiness NOT_SERVING until an answer comes again.
     readiness_interval_seconds: float = 2.0
     readiness_timeout_seconds: float = 3.0
+    # TLS on both ports (a2a_grpc.tls), reloaded by reload_certificates(): the PEM certificate chain and its
+    # key; with tls_client_ca, clients must present a certificate one of its CAs signed. None: plaintext.
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    tls_client_ca: str | None = None
 
 
 def load_agent(spec: str | None) -> AgentExecutor:
@@ -109,11 +118,16 @@ def load_agent(spec: str | None) -> AgentExecutor:
     return agent  # type: ignore[no-any-return]
 
 
+def interface_url(address: str, tls: bool) -> str:
+    """The card's GRPC interface URL for `address` (HOST:PORT): `grpcs://HOST:PORT` when the port speaks TLS."""
+    return TLS_SCHEME + address if tls else address
+
+
 def _serving_cards(
-    settings: ServerSettings, registry: ExtensionRegistry
+    settings: ServerSettings, registry: ExtensionRegistry, tls: bool
 ) -> tuple[a2a_pb2.AgentCard, a2a_pb2.AgentCard | None]:
     """The public and the extended card, each listing every extension either card or the agent declares,
-    and this server's stream-resume extension."""
+    and this server's stream-resume extension; a card without a GRPC interface gets this server's."""
     paths = [settings.card_path, *([settings.extended_card_path] if settings.extended_card_path else [])]
     cards = [load_card(path) for path in paths]
     for card in cards:
@@ -122,7 +136,7 @@ def _serving_cards(
         registry.add(resume.EXTENSION)
     for path, card in zip(paths, cards, strict=True):
         try:
-            complete_card(card, settings.listen, registry)
+            complete_card(card, interface_url(settings.listen, tls), registry)
         except CardError as error:  # name the file: with an extended card there are two
             raise CardError(f"{path or 'the demo card'}: {error}") from None
     return cards[0], cards[1] if len(cards) > 1 else None
@@ -164,14 +178,29 @@ def _check_not_in_use(listen: str) -> None:
 class A2AServer:
     """One agent served over gRPC (and its card over HTTP). `start`, then `stop`."""
 
-    def __init__(self, settings: ServerSettings, agent: AgentExecutor | None = None, store: TaskStore | None = None):
+    def __init__(
+        self,
+        settings: ServerSettings,
+        agent: AgentExecutor | None = None,
+        store: TaskStore | None = None,
+        *,
+        tracer_provider: Any = None,  # with settings.tracing: its spans' provider (None: the global one)
+    ):
         self.settings = settings
         _, _, http_port = settings.http_listen.rpartition(":")
         if settings.http_listen and not http_port.isdigit():
             raise ValueError(f"the HTTP listen address takes HOST:PORT, got {settings.http_listen!r}")
+        # TracingUnavailable (an ImportError) without the otel extra
+        self.tracing = load_tracing(tracer_provider) if settings.tracing else None
         self.agent = agent if agent is not None else load_agent(settings.agent)
         self.registry = ExtensionRegistry(declared_extensions(self.agent))
-        self.card, self.extended_card = _serving_cards(settings, self.registry)
+        files = ServerFiles.from_settings(settings.tls_cert, settings.tls_key, settings.tls_client_ca)
+        self.tls = ServerTLS(files) if files is not None else None
+        self.card, self.extended_card = _serving_cards(settings, self.registry, self.tls is not None)
+        # the cards declare the schemes the settings configure; what the public card requires is enforced
+        mtls = self.tls is not None and self.tls.client_certificates_required
+        self._verifiers = Verifiers.configure(settings.auth, settings.bearer_tokens, mtls=mtls)
+        self.authenticator = secure_cards(self.card, self.extended_card, self._verifiers)
         self.store = store if store is not None else open_store(settings.store_url, settings.store_pool_size)
         self.metrics = Metrics() if settings.metrics else None  # a registry per server
         self.push = self._push_service() if self.card.capabilities.push_notifications else None
@@ -212,12 +241,13 @@ class A2AServer:
         chain = ServerChain(
             self.registry,
             missing_version_means=settings.missing_version_means,
-            bearer_tokens=settings.bearer_tokens,
+            authenticator=self.authenticator,
             negotiate_extensions=settings.negotiate_extensions,
             echo_unary_headers=settings.echo_unary_headers,
             worker_pid=os.getpid() if settings.worker_mode else None,
             access_log=AccessLog() if settings.access_log else None,
             metrics=self.metrics,
+            tracing=self.tracing,
         )
         quiet_grpc_metadata_logs()
         server = grpc.aio.server(
@@ -249,7 +279,10 @@ class A2AServer:
         if not settings.worker_mode:  # a worker's port is held by its parent, which checked it
             _check_not_in_use(settings.listen)
         try:
-            self.port = server.add_insecure_port(settings.listen)
+            if self.tls is None:
+                self.port = server.add_insecure_port(settings.listen)
+            else:
+                self.port = server.add_secure_port(settings.listen, self.tls.grpc_credentials())
         except RuntimeError:  # grpcio raises it when nothing could be bound (address in use, bad address)
             self.port = 0
         if self.port == 0:
@@ -259,6 +292,7 @@ class A2AServer:
             self.push.start(next(i.url for i in self.card.supported_interfaces if i.protocol_binding == GRPC_BINDING))
         await self._set_health(NOT_SERVING)  # the servicer starts with "" SERVING: not before all is up
         await self.health.set(LIVENESS_SERVICE, SERVING)
+        await self._verifiers.start()
         await server.start()
         self._server = server
         if settings.http_listen:
@@ -270,8 +304,22 @@ class A2AServer:
         self._accepting = True  # the store is open and migrated, both ports are up
         await self._apply_health()
         self._store_watch = asyncio.create_task(self._watch_store(), name="a2a-grpc-store-readiness")
-        card_at = f"http://{self.http_target}{AGENT_CARD_PATH}" if settings.http_listen else "-"
-        log.info("serving A2A on %s (card on %s)", self.grpc_target, card_at)
+        scheme = "http" if self.tls is None else "https"
+        card_at = f"{scheme}://{self.http_target}{AGENT_CARD_PATH}" if settings.http_listen else "-"
+        log.info("serving A2A on %s (card on %s)", interface_url(self.grpc_target, self.tls is not None), card_at)
+        if self.tls is not None:
+            required = "; client certificates required" if self.tls.client_certificates_required else ""
+            log.info("TLS certificate %s%s", self.tls.summary, required)
+        if self.authenticator is None:
+            log.warning("open server: the agent card has no security requirements, every caller is anonymous")
+
+    def reload_certificates(self) -> bool:
+        """Read the TLS files again (SIGHUP): new connections on both ports get them, open ones keep theirs.
+        False when there is no TLS, or the files cannot be used (then the ones loaded before stay)."""
+        if self.tls is None:
+            log.info("no TLS certificates to reload: the server speaks plaintext")
+            return False
+        return self.tls.reload()
 
     def _report_storage(self, writable: bool) -> None:
         """grpc.health.v1 says NOT_SERVING while the store refuses writes for want of space."""
@@ -321,10 +369,12 @@ class A2AServer:
         """With `--listen HOST:0` the card's gRPC interface gets the port actually bound."""
         if not self.settings.listen.endswith(":0"):
             return
+        tls = self.tls is not None
+        configured, bound = interface_url(self.settings.listen, tls), interface_url(self.grpc_target, tls)
         for card in (self.card, self.extended_card):
             for interface in card.supported_interfaces if card is not None else ():
-                if interface.protocol_binding == GRPC_BINDING and interface.url == self.settings.listen:
-                    interface.url = self.grpc_target
+                if interface.protocol_binding == GRPC_BINDING and interface.url == configured:
+                    interface.url = bound
 
     @property
     def grpc_target(self) -> str:
@@ -366,7 +416,13 @@ class A2AServer:
         await runner.setup()
         self._http = runner
         host, _, port = listen.rpartition(":")
-        site = web.TCPSite(runner, host.strip("[]") or "127.0.0.1", int(port), reuse_port=self.settings.worker_mode)
+        site = web.TCPSite(
+            runner,
+            host.strip("[]") or "127.0.0.1",
+            int(port),
+            reuse_port=self.settings.worker_mode,
+            ssl_context=self.tls.ssl_context() if self.tls is not None else None,
+        )
         await site.start()
         server = getattr(site, "_server", None)
         sockets = getattr(server, "sockets", None) or ()
@@ -404,5 +460,6 @@ class A2AServer:
         finally:
             if self.push is not None:
                 await self.push.stop()
+            await self._verifiers.close()
             await self.store.close()
         return failed

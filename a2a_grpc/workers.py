@@ -2,8 +2,8 @@
 
 The parent serves nothing and opens no store. It holds both ports bound (SO_REUSEPORT, as the workers
 bind them; a port given as 0 is picked here), runs the same command line again for each worker with
-WORKER_ENV set to its index, restarts a worker that dies, and on SIGTERM or SIGINT passes SIGTERM on
-and waits for the workers to drain. A worker's stdin is a pipe the parent never writes to: when the
+WORKER_ENV set to its index, restarts a worker that dies, passes SIGHUP on (each worker reads its TLS
+files again), and on SIGTERM or SIGINT passes SIGTERM on and waits for the workers to drain. A worker's stdin is a pipe the parent never writes to: when the
 parent is gone, however it ended, the pipe ends and the worker stops as on SIGTERM.
 """
 
@@ -129,6 +129,7 @@ class Supervisor:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
+        loop.add_signal_handler(signal.SIGHUP, self._signal_workers, signal.SIGHUP)
         try:
             for index in range(1, self._count + 1):
                 await self._start(index)
@@ -184,11 +185,16 @@ class Supervisor:
         log.error("%s: %d worker deaths within %gs, giving up", died, len(self._deaths), DEATH_WINDOW_SECONDS)
         return 1
 
-    async def _stop_workers(self) -> None:
+    def _signal_workers(self, signum: signal.Signals) -> list[asyncio.subprocess.Process]:
+        """Send `signum` to every running worker; those it was sent to."""
         running = [worker for worker in self._workers.values() if worker.returncode is None]
         for worker in running:
             with suppress(ProcessLookupError):
-                worker.send_signal(signal.SIGTERM)
+                worker.send_signal(signum)
+        return running
+
+    async def _stop_workers(self) -> None:
+        running = self._signal_workers(signal.SIGTERM)
         exited = asyncio.gather(*(worker.wait() for worker in running))
         try:
             await asyncio.wait_for(asyncio.shield(exited), self._grace_seconds + KILL_AFTER_GRACE_SECONDS)

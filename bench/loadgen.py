@@ -30,7 +30,7 @@ from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
 from a2a_grpc.interceptors.server import WORKER_TRAILER
 from a2a_grpc.protocol import EXTENSIONS_HEADER, RESUME_EXTENSION_URI
 from a2a_grpc.resume import event_seq
-from bench.protocol import HOLD_TEXT, parse_tick_text, ticks_text
+from bench.protocol import HOLD_TEXT, PUSH_TOKEN, parse_tick_text, ticks_text
 
 READY = "ready"
 RESULT = "result"
@@ -42,12 +42,14 @@ Metadata = tuple[tuple[str, str], ...]
 
 class SendServer(NamedTuple):
     """A server of a send job: where, with what request metadata, on how many connections (at most one per
-    caller), and whether to ask which worker process serves each connection (`--workers`)."""
+    caller), whether to ask which worker process serves each connection (`--workers`), and the webhook each
+    message names in its push config (`configuration.task_push_notification_config`; none when empty)."""
 
     target: str
     metadata: Metadata
     channels: int
     probe_workers: bool = False
+    push_url: str = ""
 
 
 class Slice(NamedTuple):
@@ -104,10 +106,15 @@ def _describe(error: BaseException) -> str:
     return f"{type(error).__name__}: {error}"
 
 
-def _send_request(text: str, task_id: str = "") -> Any:
+def _send_request(text: str, task_id: str = "", push_url: str = "") -> Any:
     message = a2a_pb2.Message(role=a2a_pb2.ROLE_USER, task_id=task_id)
     message.parts.add(text=text)
-    return a2a_pb2.SendMessageRequest(message=message)
+    request = a2a_pb2.SendMessageRequest(message=message)
+    if push_url:
+        config = request.configuration.task_push_notification_config
+        config.url = push_url
+        config.token = PUSH_TOKEN
+    return request
 
 
 def _channel(target: str) -> Any:
@@ -153,7 +160,8 @@ async def send_job(job: Job, worker_id: int, outbox: Any) -> dict[str, Any]:
     """Closed loop of SendMessage through the job's back-to-back slices, each one driving one of its servers.
 
     A call goes to the server of the slice it starts in, and counts for that slice when it ends inside the
-    slice's counted part. Returns one tally per slice.
+    slice's counted part. Returns one tally per slice, and how many calls to each server succeeded and failed
+    over the whole job (each success made a task: a push server owes each of those its notifications).
     """
     slices: list[Slice] = job["slices"]
     starts = [s.start for s in slices]
@@ -161,17 +169,19 @@ async def send_job(job: Job, worker_id: int, outbox: Any) -> dict[str, Any]:
     metadata = [server.metadata for server in servers]
     expected = a2a_pb2.TaskState.Value(job["expect_state"])
     tallies = [Tally() for _ in slices]
+    succeeded = [0] * len(servers)
+    failed = [0] * len(servers)
 
     async def caller(index: int, sends: list[Any]) -> None:
-        request = _send_request(job["text"])
-        message = request.message
+        requests = [_send_request(job["text"], push_url=server.push_url) for server in servers]
         prefix = f"w{worker_id}c{index}-{os.getpid()}-"
         sequence = 0
         while (started := time.monotonic()) < slices[-1].end:
             turn = max(0, bisect.bisect_right(starts, started) - 1)
             server = slices[turn].server
             sequence += 1
-            message.message_id = prefix + str(sequence)
+            request = requests[server]
+            request.message.message_id = prefix + str(sequence)
             failure = None
             try:
                 response = await sends[server](request, metadata=metadata[server], timeout=job["rpc_timeout"])
@@ -179,6 +189,10 @@ async def send_job(job: Job, worker_id: int, outbox: Any) -> dict[str, Any]:
                     failure = f"task state {a2a_pb2.TaskState.Name(response.task.status.state)}"
             except grpc.RpcError as error:
                 failure = _describe(error)
+            if failure is None:
+                succeeded[server] += 1
+            else:
+                failed[server] += 1
             tallies[turn].record(started, time.monotonic(), failure, slices[turn].count_from, slices[turn].end)
 
     async with contextlib.AsyncExitStack() as stack:
@@ -193,7 +207,12 @@ async def send_job(job: Job, worker_id: int, outbox: Any) -> dict[str, Any]:
         await asyncio.gather(
             *(caller(i, [s[i % len(s)].SendMessage for s in stubs]) for i in range(job["concurrency"]))
         )
-    return {"slices": [tally.as_dict() for tally in tallies], "connections": spread}
+    return {
+        "slices": [tally.as_dict() for tally in tallies],
+        "connections": spread,
+        "succeeded_calls": succeeded,
+        "failed_calls": failed,
+    }
 
 
 async def count_job(job: Job, worker_id: int, outbox: Any) -> dict[str, Any]:

@@ -13,7 +13,8 @@ import grpc
 from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
 from bench.loadgen import READY, RESULT, LoadPool, Metadata, SendServer, Slice, split
 from bench.procs import ServerProcess, cpu_seconds, machine_busy_seconds, rss_bytes, tree_cpu_seconds
-from bench.protocol import CHUNKS_TEXT, ECHO_TEXT, HOLD_TEXT
+from bench.protocol import CHUNKS_TEXT, ECHO_EVENTS, ECHO_TEXT, HOLD_TEXT
+from bench.push import PushReceiver
 
 V1: Metadata = (("a2a-version", "1.0"),)
 START_SLACK_SECONDS = 0.3  # workers pick up the job and connect before the warm-up counts
@@ -41,6 +42,7 @@ class Window:
     load_cpu: float
     machine_cpu: float = 0.0  # every process on the machine, these two included
     db_cpu: float = 0.0  # the database server's processes (PostgreSQL), when the bench knows them
+    receiver_cpu: float = 0.0  # the push.* cases' webhook receiver, when one runs
 
     def __add__(self, other: Window) -> Window:
         return Window(
@@ -49,12 +51,13 @@ class Window:
             self.load_cpu + other.load_cpu,
             self.machine_cpu + other.machine_cpu,
             self.db_cpu + other.db_cpu,
+            self.receiver_cpu + other.receiver_cpu,
         )
 
     @property
     def other_cpu(self) -> float:
         """CPU time of everything else on the machine: a busy neighbour makes every figure noisier."""
-        return max(0.0, self.machine_cpu - self.server_cpu - self.load_cpu - self.db_cpu)
+        return max(0.0, self.machine_cpu - self.server_cpu - self.load_cpu - self.db_cpu - self.receiver_cpu)
 
 
 class Mark(NamedTuple):
@@ -65,16 +68,20 @@ class Mark(NamedTuple):
     load_cpu: float
     machine_cpu: float
     db_cpu: dict[int, float]  # by process: the database server's processes come and go
+    receiver_cpu: float = 0.0
 
 
 class Sampler:
-    """CPU time of the servers (each a process, or a supervisor and its workers), of the load workers and of
-    the database server the servers use (when known) over a window."""
+    """CPU time of the servers (each a process, or a supervisor and its workers), of the load workers, of
+    the database server the servers use (when known) and of the push receiver (when one runs) over a window."""
 
-    def __init__(self, servers: ServerProcess | Sequence[ServerProcess], pool: LoadPool) -> None:
+    def __init__(
+        self, servers: ServerProcess | Sequence[ServerProcess], pool: LoadPool, receiver_pids: Sequence[int] = ()
+    ) -> None:
         self.servers = [servers] if isinstance(servers, ServerProcess) else list(servers)
         self.pool = pool
         self.db_pids = sorted({s.db_pid for s in self.servers if s.db_pid is not None})
+        self.receiver_pids = list(receiver_pids)
 
     @property
     def counts_db(self) -> bool:
@@ -89,8 +96,18 @@ class Sampler:
     def _db_cpu(self) -> dict[int, float]:
         return {pid: cpu for root in self.db_pids for pid, cpu in tree_cpu_seconds(root).items()}
 
+    def _receiver_cpu(self) -> float:
+        return sum(cpu_seconds(pid) for pid in self.receiver_pids)
+
     def start(self) -> Mark:
-        return Mark(time.monotonic(), self._server_cpu(), self._load_cpu(), machine_busy_seconds(), self._db_cpu())
+        return Mark(
+            time.monotonic(),
+            self._server_cpu(),
+            self._load_cpu(),
+            machine_busy_seconds(),
+            self._db_cpu(),
+            self._receiver_cpu(),
+        )
 
     def since(self, start: Mark) -> Window:
         db_now = self._db_cpu()
@@ -100,6 +117,7 @@ class Sampler:
             self._load_cpu() - start.load_cpu,
             machine_busy_seconds() - start.machine_cpu,
             sum(cpu - start.db_cpu.get(pid, 0.0) for pid, cpu in db_now.items()),
+            self._receiver_cpu() - start.receiver_cpu,
         )
 
     def over(self, measure_from: float, measure_to: float) -> Window:
@@ -139,9 +157,11 @@ def merge(tallies: Iterable[WorkerTally]) -> dict[str, Any]:
     }
 
 
-def _rates(count: int, window: Window, seconds: float | None = None, db: bool = False) -> dict[str, Any]:
+def _rates(
+    count: int, window: Window, seconds: float | None = None, db: bool = False, receiver: bool = False
+) -> dict[str, Any]:
     """Rates per second of `seconds` (the window's own length unless given), CPU per counted unit (and the
-    database server's, when `db`)."""
+    database server's, when `db`; the push receiver's cores, when `receiver`)."""
     seconds = window.seconds if seconds is None else seconds
     busy = window.seconds if window.seconds > 0 else 1.0
     rates = {
@@ -155,6 +175,8 @@ def _rates(count: int, window: Window, seconds: float | None = None, db: bool = 
     if db:
         rates["db_cpu_us"] = window.db_cpu / count * 1e6 if count else None
         rates["db_cpu_cores"] = window.db_cpu / busy
+    if receiver:
+        rates["receiver_cpu_cores"] = window.receiver_cpu / busy
     return rates
 
 
@@ -200,27 +222,42 @@ def measure_send(
     settings: Settings,
     concurrency: int,
     channels: list[int] | None = None,
+    push: list[bool] | None = None,
+    receiver: PushReceiver | None = None,
 ) -> list[dict[str, Any]]:
     """Closed-loop SendMessage at `concurrency` callers, taken from server to server in short turns (send_slices):
     a neighbour's burst or the machine's drift then hits every server alike. For each server: requests/s,
     latency and CPU per request over all its turns, and per cycle (to pair servers turn by turn).
 
     `channels`: connections per load process to each server (default settings.channels). For a server with
-    workers, how many of them each worker serves is recorded too (the kernel spreads connections, not calls)."""
+    workers, how many of them each worker serves is recorded too (the kernel spreads connections, not calls).
+
+    `push`: for each server, whether every message names `receiver` in its push config. Then, once the load
+    stops, the receiver is given time to get every notification owed (bounded, PushReceiver.drain), and those
+    servers' records gain the delivery figures (push_figures); every record gains the server's CPU per request
+    over the whole job and the drain (delivery included), and the receiver's CPU is counted apart."""
     channels = channels or [settings.channels] * len(servers)
+    push = push or [False] * len(servers)
+    if any(push) and receiver is None:
+        raise ValueError("push cases need the push receiver")
+    push_url = receiver.url if receiver is not None else ""
     slices = send_slices(len(servers), settings, time.monotonic() + START_SLACK_SECONDS)
-    targets = zip(servers, metadata, channels, strict=True)
+    targets = zip(servers, metadata, channels, push, strict=True)
     fields = {
         "kind": "send",
-        "servers": [SendServer(s.target, m, n, s.workers > 1) for s, m, n in targets],
+        "servers": [SendServer(s.target, m, n, s.workers > 1, push_url if p else "") for s, m, n, p in targets],
         "slices": slices,
         "text": ECHO_TEXT,
         "expect_state": "TASK_STATE_COMPLETED",
         "rpc_timeout": settings.rpc_timeout,
     }
     jobs = {w: {**fields, "concurrency": n} for w, n in enumerate(split(concurrency, pool.size))}
+    receiver_pids = [receiver.pid] if receiver is not None else []
+    samplers = [Sampler(server, pool, receiver_pids) for server in servers]
+    if receiver is not None:
+        receiver.reset()
+    whole = [sampler.start() for sampler in samplers]
     pool.submit(jobs)
-    samplers = [Sampler(server, pool) for server in servers]
     counted = range(len(servers), len(slices))  # the warm-up slices come first
     windows = [samplers[slices[k].server].over(slices[k].count_from, slices[k].end) for k in counted]
     results = pool.collect(RESULT, list(jobs), RESULT_MARGIN_SECONDS)
@@ -230,14 +267,97 @@ def measure_send(
     for k, window in zip(counted, windows, strict=True):
         turns[slices[k].server].append((window, [r["slices"][k] for r in results.values()]))
     records = [
-        _send_record(server_turns, concurrency, s.counts_db) for server_turns, s in zip(turns, samplers, strict=True)
+        _send_record(server_turns, concurrency, s.counts_db, receiver is not None)
+        for server_turns, s in zip(turns, samplers, strict=True)
     ]
     for index, (server, record) in enumerate(zip(servers, records, strict=True)):
         if server.workers > 1:
             record["connections_per_worker"] = _connections_per_worker(
                 [r["connections"][index] for r in results.values()]
             )
+    if receiver is not None:
+        _add_push_figures(records, receiver, samplers, whole, results, slices, push)
     return records
+
+
+def _add_push_figures(
+    records: list[dict[str, Any]],
+    receiver: PushReceiver,
+    samplers: list[Sampler],
+    whole: list[Mark],
+    results: dict[int, dict[str, Any]],
+    slices: list[Slice],
+    push: list[bool],
+) -> None:
+    """Once the load stopped: wait for the notifications owed, then add the delivery figures to the push
+    servers' records and the whole-job CPU per request (delivery included) to every record. (One receiver
+    serves the job: were there several push servers, their delivery figures would be pooled.)"""
+    succeeded = [sum(r["succeeded_calls"][index] for r in results.values()) for index in range(len(records))]
+    failed = [sum(r["failed_calls"][index] for r in results.values()) for index in range(len(records))]
+    expected_tasks = sum(n for n, p in zip(succeeded, push, strict=True) if p)
+    receiver.drain(expected_tasks)
+    summary = receiver.summary()
+    offset_ns = time.time_ns() - time.monotonic_ns()  # the wall clock (status timestamps) to CLOCK_MONOTONIC
+    spent = [sampler.since(mark) for sampler, mark in zip(samplers, whole, strict=True)]
+    first_counted = len(records)
+    for index, (record, window) in enumerate(zip(records, spent, strict=True)):
+        record["calls_succeeded"] = succeeded[index]
+        record["server_cpu_us_whole"] = window.server_cpu / succeeded[index] * 1e6 if succeeded[index] else None
+        if not push[index]:
+            continue
+        own = [s for s in slices[first_counted:] if s.server == index]
+        figures = push_figures(
+            summary,
+            expected_tasks,
+            failed[index],
+            [(s.count_from, s.end) for s in own],
+            max(s.end for s in slices if s.server == index),
+            offset_ns,
+        )
+        distinct = figures["push_distinct"]
+        figures["receiver_cpu_us"] = window.receiver_cpu / distinct * 1e6 if distinct else None
+        record.update(figures)
+
+
+def push_figures(
+    summary: dict[str, Any],
+    expected_tasks: int,
+    failed_calls: int,
+    turns: list[tuple[float, float]],
+    last_turn_end: float,
+    offset_ns: int,
+) -> dict[str, Any]:
+    """A push server's delivery figures from the receiver's summary: tasks and notifications owed and received,
+    duplicates, and the delivery latency (time.time_ns() at arrival - the final status's timestamp, one clock)
+    of the tasks that completed inside the server's counted `turns` (CLOCK_MONOTONIC; the wall clock is
+    `offset_ns` ahead of it). `failed_calls` may or may not have made tasks: they are owed nothing."""
+    latencies_us = sorted(
+        (arrival_ns - stamped_ns) // 1000
+        for stamped_ns, arrival_ns, final in summary["statuses"]
+        if final and any(start <= (stamped_ns - offset_ns) / 1e9 <= end for start, end in turns)
+    )
+    owed = expected_tasks * ECHO_EVENTS
+    last_arrival = (summary["last_arrival_ns"] - offset_ns) / 1e9 if summary["last_arrival_ns"] else None
+    return {
+        "push_expected_tasks": expected_tasks,
+        "push_failed_calls": failed_calls,
+        "push_notified_tasks": summary["finished_tasks"],
+        "push_missing_tasks": max(0, expected_tasks - summary["finished_tasks"]),
+        "push_expected": owed,
+        "push_received": summary["received"],
+        "push_distinct": summary["distinct"],
+        "push_missing": max(0, owed - summary["distinct"]),
+        "push_duplicates": summary["duplicates"],
+        "push_malformed": summary["malformed"],
+        "push_bad_token": summary["bad_token"],
+        "push_events_per_task": summary["events_per_task"],
+        "push_latency_samples": len(latencies_us),
+        "push_p50_ms": percentile(latencies_us, 0.50) / 1000,
+        "push_p99_ms": percentile(latencies_us, 0.99) / 1000,
+        "push_max_ms": latencies_us[-1] / 1000 if latencies_us else 0.0,
+        # from the end of the server's last turn to the last notification's arrival (negative: all came in time)
+        "push_drain_seconds": last_arrival - last_turn_end if last_arrival is not None else None,
+    }
 
 
 def _connections_per_worker(spreads: list[dict[str, int]]) -> list[int]:
@@ -249,14 +369,16 @@ def _connections_per_worker(spreads: list[dict[str, int]]) -> list[int]:
     return sorted(total.values(), reverse=True)
 
 
-def _send_record(turns: list[tuple[Window, list[WorkerTally]]], concurrency: int, db: bool) -> dict[str, Any]:
+def _send_record(
+    turns: list[tuple[Window, list[WorkerTally]]], concurrency: int, db: bool, receiver: bool = False
+) -> dict[str, Any]:
     """One server's figures from its turns, each a sampled window and the workers' tallies in it."""
     merged = merge(tally for _, tallies in turns for tally in tallies)
     completed = [sum(tally["completed"] for tally in tallies) for _, tallies in turns]
     windows = [window for window, _ in turns]
     return {
         **merged,
-        **_rates(merged["completed"], sum(windows, Window(0.0, 0.0, 0.0)), db=db),
+        **_rates(merged["completed"], sum(windows, Window(0.0, 0.0, 0.0)), db=db, receiver=receiver),
         "unit": "req/s",
         "concurrency": concurrency,
         "cycle_rates": [n / w.seconds for n, w in zip(completed, windows, strict=True)],

@@ -3,7 +3,8 @@
 Listens on a free loopback port, prints READY_PREFIX + port, serves until SIGTERM. Runs on uvloop when
 it is installed, like `a2a-grpc serve`. With `--workers N` (a postgresql:// store) it is the parent of N
 worker processes sharing one port, supervised by the same code as `a2a-grpc serve --workers N`
-(a2a_grpc.workers); each worker prints the ready line once it serves.
+(a2a_grpc.workers); each worker prints the ready line once it serves. Its card (the demo card) declares
+pushNotifications; `--push-allow 127.0.0.1 --push-allow-http` lets it notify the bench's loopback receiver.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from collections.abc import Callable
 from a2a_grpc.agent import AgentExecutor
 from a2a_grpc.agents.echo import EchoAgent
 from a2a_grpc.cli import run_async
+from a2a_grpc.push.service import PushSettings
 from a2a_grpc.server import A2AServer, ServerSettings
 from a2a_grpc.workers import Supervisor, held_ports, stop_when_orphaned, worker_index
 from bench.agents import ChunkAgent, RequiredExtensionEchoAgent, TickAgent
@@ -48,6 +50,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default="trailers",
         help="echo_unary_headers: where unary calls echo a2a-extensions (trailers always)",
     )
+    parser.add_argument(
+        "--push-allow",
+        action="append",
+        default=[],
+        help="PushSettings.allow: a host or CIDR webhooks may reach although local (the bench's receiver: 127.0.0.1)",
+    )
+    parser.add_argument("--push-allow-http", action="store_true", help="PushSettings.allow_http: plain http webhooks")
     return parser.parse_args(argv)
 
 
@@ -61,6 +70,7 @@ async def serve(args: argparse.Namespace, worker: bool) -> int:
         negotiate_extensions=not args.no_extensions,
         echo_unary_headers=args.unary_echo == "headers",
         worker_mode=worker,
+        push=PushSettings(allow=tuple(args.push_allow), allow_http=args.push_allow_http),
     )
     agent: AgentExecutor = AGENTS[args.agent]()
     server = A2AServer(settings, agent=agent)

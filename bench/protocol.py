@@ -18,6 +18,11 @@ CHUNKS = 100
 CHUNK_BYTES = 64
 TICKS_PREFIX = "ticks"  # "ticks COUNT INTERVAL_MS": the tick agent publishes COUNT stamped chunks, then completes
 
+# The push.* cases: the token of every push config the load generator sends, and how many events (so
+# notifications) each echo task has: its artifact, then its COMPLETED status.
+PUSH_TOKEN = "a2a-grpc-bench-push"
+ECHO_EVENTS = 2
+
 # Each server launcher prints this line, followed by its port, once it is serving.
 READY_PREFIX = "BENCH-SERVER-PORT "
 

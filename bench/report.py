@@ -53,6 +53,31 @@ REPLICA_NOTES = (
     "stream) over the measured round, after a warm-up round; every event must arrive once, numbered one after "
     "the other, in order.",
 )
+PUSH_NOTES = (
+    "push.send.sqlite = our server as in send.sqlite.noext (echo agent, SQLite, no extension interceptor; its card "
+    "declares pushNotifications, with 127.0.0.1 and plain http allowed as webhook destinations), each SendMessage "
+    "carrying one push config (configuration.task_push_notification_config: url and token) that names the bench's "
+    "webhook receiver, so that the server stores the config with the task and POSTs each of the task's events "
+    "(the artifact, then the COMPLETED status: 2 notifications per task) to it. push.send.sqlite.off = the "
+    "identical server and messages without the config: the ratio between the two, measured in the same "
+    "interleaved turns, is what push costs. srv us/op are the server's CPU in its own turns; 'whole job' divides "
+    "the server's CPU from the first call to the last notification (the deliveries that spill past its turns "
+    "included) by the calls that succeeded.",
+    "The push receiver is an aiohttp server in a process of its own on 127.0.0.1 (on the load workers' CPUs "
+    "unless --no-pin: like the load generator it stands for the world outside the server), answering 200 with "
+    "no body at once; it only keeps each notification's arrival and body, and parses them (ProtoJSON, checked "
+    "against StreamResponse) after the load. Its CPU is counted apart (receiver cores, us per notification), "
+    "not in 'other'.",
+    "Delivery latency = the notification's arrival at the receiver (time.time_ns() as its handler starts) - the "
+    "timestamp of the COMPLETED status it carries (status.timestamp, stamped by the server with time.time_ns() "
+    "when the agent completed the task, just before the write that stores the event): one clock, the machine's. "
+    "It covers the store commit, the push worker's claim and read of the event log, the artifact's notification "
+    "before it (in order) and the POST. p50/p99 are over the tasks completed inside the server's counted turns. "
+    "After the load stops, the bench waits until every task's COMPLETED status arrived (at most 120 s, or until "
+    "nothing came for 10 s), then counts: tasks notified of the calls that succeeded, distinct notifications of "
+    "the 2 owed per task ('missing' = the shortfall), duplicates (the same body again: delivery is at least "
+    "once), bodies that are no StreamResponse, wrong tokens.",
+)
 
 
 def _fmt(value: Any, digits: int = 0) -> str:
@@ -97,8 +122,28 @@ def row(r: Record) -> list[str]:
 
 
 def _details(r: Record) -> list[str]:
-    """What a replicas case shows besides the columns."""
+    """What a replicas or push case shows besides the columns."""
     details = []
+    if "push_expected" in r:
+        drain = r["push_drain_seconds"]
+        details.append(
+            f"push: {r['push_notified_tasks']:,} of {r['push_expected_tasks']:,} tasks notified, "
+            f"{r['push_distinct']:,} of {r['push_expected']:,} notifications ({r['push_missing']} missing, "
+            f"{r['push_duplicates']} duplicates); delivery p50 {r['push_p50_ms']:.2f} ms, p99 "
+            f"{r['push_p99_ms']:.2f} ms, max {r['push_max_ms']:.1f} ms; last one "
+            + ("-" if drain is None else f"{drain:+.2f} s")
+            + " after its last turn"
+        )
+        if r["push_malformed"] or r["push_bad_token"] or r["push_failed_calls"]:
+            details.append(
+                f"push: {r['push_malformed']} malformed, {r['push_bad_token']} with a wrong token, "
+                f"{r['push_failed_calls']} calls failed"
+            )
+    if r["family"].startswith("push.") and "server_cpu_us_whole" in r:
+        receiver = f"receiver {r.get('receiver_cpu_cores', 0.0):.2f} cores in its turns"
+        if r.get("receiver_cpu_us") is not None:
+            receiver += f", {r['receiver_cpu_us']:.0f} us/notification"
+        details.append(f"server {_fmt(r['server_cpu_us_whole'])} us/req over the whole job; {receiver}")
     if r.get("db_cpu_cores") is not None:
         details.append(f"PostgreSQL {r['db_cpu_cores']:.2f} cores, {_fmt(r['db_cpu_us'])} us/op")
     if "connections_per_worker" in r:
@@ -175,6 +220,7 @@ def ratios(records: list[Record], concurrencies: list[int]) -> list[Record]:
         out += _overheads(by_name, "memory", c, "ext-headers")
         out.append(_entry(f"send.sdk@{c} / bare", _paired(by_name, f"send.sdk@{c}", f"send.bare@{c}")))
         out += _replica_ratios(by_name, c)
+        out += _push_ratios(by_name, c)
     for top, bottom in (
         ("stream.ours", "stream.sdk"),
         ("stream.ours", "stream.bare"),
@@ -196,6 +242,39 @@ def ratios(records: list[Record], concurrencies: list[int]) -> list[Record]:
         spent = _paired(by_name, other, ours, "server_cpu_us")
         out.append(_entry(f"server CPU per op: {other} / {ours}", spent))
     return [r for r in out if r["value"] is not None]
+
+
+PUSH_ON, PUSH_OFF = "push.send.sqlite", "push.send.sqlite.off"
+PUSH_FLOOR = 0.7
+
+
+def _push_ratios(records: dict[str, Record], c: int) -> list[Record]:
+    on, off = f"{PUSH_ON}@{c}", f"{PUSH_OFF}@{c}"
+    whole = [records.get(n, {}).get("server_cpu_us_whole") for n in (on, off)]
+    return [
+        _entry(f"{on} / off", _paired(records, on, off)),
+        _entry(f"push overhead {PUSH_ON}@{c}, server CPU (push/off - 1)", _added_cpu(records, on, off), percent=True),
+        _entry(
+            f"push overhead {PUSH_ON}@{c}, server CPU over the whole job (push/off - 1)",
+            [whole[0] / whole[1] - 1] if whole[0] and whole[1] else [],
+            percent=True,
+        ),
+    ]
+
+
+def _push_targets(records: dict[str, Record], c: int) -> list[Record]:
+    out: list[Record] = []
+    value = _ratio(records, f"{PUSH_ON}@{c}", f"{PUSH_OFF}@{c}")
+    if value is not None:
+        out.append(
+            {"target": f"{PUSH_ON}@{c} >= {PUSH_FLOOR}x {PUSH_OFF}@{c}", "value": value, "met": value >= PUSH_FLOOR}
+        )
+    pushed = records.get(f"{PUSH_ON}@{c}", {})
+    if "push_missing" in pushed:
+        missing = max(pushed.get("push_missing_runs") or [pushed["push_missing"]])
+        name = f"{PUSH_ON}@{c}: every notification owed delivered (all runs)"
+        out.append({"target": name, "value": missing, "met": missing == 0, "unit": "missing"})
+    return out
 
 
 REPLICA_PAIRS = (
@@ -254,7 +333,7 @@ def targets(records: list[Record], concurrencies: list[int]) -> list[Record]:
             name = f"extension overhead send.{store}@{c} < 5% (server CPU, ext/noext - 1)"
             value = statistics.median(added)
             out.append({"target": name, "value": value, "met": value < 0.05, "percent": True})
-    return out + _replica_targets(by_name, c)
+    return out + _replica_targets(by_name, c) + _push_targets(by_name, c)
 
 
 def ceiling_note(records: list[Record], concurrencies: list[int]) -> str | None:
@@ -338,13 +417,45 @@ def replica_cpu_notes(records: list[Record], concurrencies: list[int]) -> list[s
 def _shown(value: float, figure: Record) -> str:
     if figure.get("unit") == "ms":
         return f"{value:.1f} ms"
+    if figure.get("unit"):
+        return f"{value:,.0f} {figure['unit']}"
     return f"{value * 100:+.1f}%" if figure.get("percent") else f"{value:.2f}x"
 
 
+def push_cpu_notes(records: list[Record], concurrencies: list[int]) -> list[str]:
+    """What limits the push cases at full load: where the CPUs went in their turns, and the server's CPU per
+    request with and without push."""
+    c = max(concurrencies)
+    by_name = {r["name"]: r for r in records if "rate" in r}
+    notes = []
+    for name in (f"{PUSH_ON}@{c}", f"{PUSH_OFF}@{c}"):
+        r = by_name.get(name)
+        if r is None:
+            continue
+        receiver = r.get("receiver_cpu_cores", 0.0)
+        used = r["server_cpu_cores"] + receiver + r["load_cpu_cores"] + r["other_cpu_cores"]
+        notes.append(
+            f"{name}: {r['rate']:,.0f} req/s; CPU-seconds per second in its turns: server {r['server_cpu_cores']:.2f}, "
+            f"push receiver {receiver:.2f}, load {r['load_cpu_cores']:.2f}, other {r['other_cpu_cores']:.2f} = "
+            f"{used:.2f} of {r['cpus']} CPUs; server CPU per request {_fmt(r['server_cpu_us'])} us in its turns, "
+            f"{_fmt(r.get('server_cpu_us_whole'))} us over the whole job"
+        )
+    on = by_name.get(f"{PUSH_ON}@{c}")
+    if on is not None and "push_expected" in on:
+        notes.append(
+            f"{PUSH_ON}@{c}: delivery p50 {on['push_p50_ms']:.2f} ms, p99 {on['push_p99_ms']:.2f} ms over "
+            f"{on['push_latency_samples']:,} tasks; receiver {_fmt(on.get('receiver_cpu_us'))} us per notification; "
+            f"{on['push_missing']} of {on['push_expected']:,} notifications missing, {on['push_duplicates']} duplicates"
+        )
+    return notes
+
+
 def fixed_notes(records: list[Record], extra: Iterable[str]) -> list[str]:
-    """`extra` (what the run left out), then how the figures are made (the replicas' when measured)."""
+    """`extra` (what the run left out), then how the figures are made (the replicas' and push cases' when
+    measured)."""
     replicas = any(r["name"].startswith("replicas.") and "rate" in r for r in records)
-    return [*extra, *NOTES, *(REPLICA_NOTES if replicas else ())]
+    push = any(r["name"].startswith("push.") and "rate" in r for r in records)
+    return [*extra, *NOTES, *(REPLICA_NOTES if replicas else ()), *(PUSH_NOTES if push else ())]
 
 
 def _notes(records: list[Record], concurrencies: list[int], extra: Iterable[str]) -> list[str]:
@@ -353,7 +464,12 @@ def _notes(records: list[Record], concurrencies: list[int], extra: Iterable[str]
         for n in (noise_note(records), ceiling_note(records, concurrencies), unsaturated_note(records, concurrencies))
         if n
     ]
-    return found + replica_cpu_notes(records, concurrencies) + fixed_notes(records, extra)
+    return (
+        found
+        + replica_cpu_notes(records, concurrencies)
+        + push_cpu_notes(records, concurrencies)
+        + fixed_notes(records, extra)
+    )
 
 
 def summary(records: list[Record], concurrencies: list[int], extra_notes: Iterable[str] = ()) -> str:
@@ -384,6 +500,7 @@ def write_json(
         "noise_warning": noise_note(records),
         "not_cpu_bound": unsaturated_note(records, concurrencies),
         "replicas": replica_cpu_notes(records, concurrencies),
+        "push": push_cpu_notes(records, concurrencies),
         "notes": fixed_notes(records, extra_notes),
     }
     path.write_text(json.dumps(document, indent=2) + "\n")

@@ -11,10 +11,14 @@ Case families (filter them with --cases, shell-style patterns):
                                                           per load process each, so that both workers get some)
   replicas.subscribe                                      cross-replica event latency: a task publishing 100
                                                           events/s on one server, streamed from another (PostgreSQL)
+  push.send.sqlite{,.off}                                 SendMessage, echo agent, SQLite, each message with one push
+                                                          config naming the bench's loopback webhook receiver (.off:
+                                                          the identical server and messages, without the config);
+                                                          then the delivery latency and every notification counted
 
 The PostgreSQL cases run on a throwaway cluster the bench starts on 127.0.0.1 (or on --postgres URL), each
 server on a database of its own; without the PostgreSQL server binaries they are skipped (one line says so).
-Just these rows: --cases 'replicas.*' --concurrency 64.
+Just these rows: --cases 'replicas.*' --concurrency 64 (or --cases 'push.*').
 
 The send cases at one concurrency are measured together: all their servers run at once and the load moves
 from one to the next every --slice seconds, so a ratio between two of them pairs turns taken a second apart.
@@ -25,7 +29,9 @@ The servers run on the first half of the CPUs this process may use and the load 
 (--no-pin: wherever the scheduler puts them): on 2 cores, how the scheduler shares them out between the server
 and two load workers otherwise swings a server's rate by a factor of two from one second to the next. A
 server's half holds all its processes (a `--workers` supervisor and its workers) and the bench's PostgreSQL
-cluster: on 2 cores, one core for two workers, so only --no-pin shows what a second worker gains.
+cluster: on 2 cores, one core for two workers, so only --no-pin shows what a second worker gains. The push
+receiver runs with the load workers: like them it stands for the world outside the server, so the server's half
+stays the server's and the receiver's CPU is not charged to it (it is counted apart).
 """
 
 from __future__ import annotations
@@ -52,7 +58,8 @@ from bench.databases import Databases
 from bench.loadgen import LoadPool
 from bench.pg_cluster import PostgresUnavailable
 from bench.procs import ServerProcess
-from bench.protocol import BENCH_EXTENSION_URI, CHUNKS
+from bench.protocol import BENCH_EXTENSION_URI, CHUNKS, ECHO_EVENTS
+from bench.push import DRAIN_LIMIT_SECONDS, STALL_SECONDS, PushReceiver
 from bench.sdk_env import SDK_REQUIREMENT, SdkUnavailableError, sdk_python
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -71,6 +78,9 @@ class Family:
     unary_echo: str = "trailers"  # "headers": unary calls echo in headers too (ServerSettings.echo_unary_headers)
     workers: int = 1  # server processes sharing the port (`--workers`)
     channels: int = 1  # connections per load process, at least
+    # "on": every message carries a push config naming the bench's receiver; "off": the same server (allowed to
+    # reach the receiver), messages without one; "": a server without the push settings
+    push: str = ""
 
 
 FAMILIES = (
@@ -91,6 +101,8 @@ FAMILIES = (
     Family("replicas.send.pg", "send", "ours", "postgres", channels=REPLICA_CHANNELS),
     Family("replicas.send.pg-workers2", "send", "ours", "postgres", workers=2, channels=REPLICA_CHANNELS),
     Family("replicas.subscribe", "replica", "ours", "postgres"),
+    Family("push.send.sqlite", "send", "ours", "sqlite", push="on"),
+    Family("push.send.sqlite.off", "send", "ours", "sqlite", push="off"),
 )
 
 
@@ -167,7 +179,7 @@ def _cpu_halves(pinned: bool) -> tuple[set[int] | None, set[int] | None]:
 
 def _median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
     """The run with the median rate (the lower middle one of an even count), listing every run's rate and
-    carrying the per-cycle figures of every run (send cases)."""
+    carrying the per-cycle figures of every run (send cases) and every run's push shortfall (push cases)."""
     measured = sorted((r for r in runs if "rate" in r), key=lambda r: r["rate"])
     if not measured:
         return runs[0]
@@ -176,6 +188,9 @@ def _median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
     for key in ("cycle_rates", "cycle_cpu_us"):
         if key in median:
             median[key] = [value for r in runs for value in r.get(key, [])]
+    if "push_missing" in median:  # a notification lost in any run is lost
+        median["push_missing_runs"] = [r.get("push_missing") for r in runs]
+        median["push_duplicates_runs"] = [r.get("push_duplicates") for r in runs]
     return median
 
 
@@ -231,6 +246,7 @@ class Bench:
             agent = "echo-ext"
         argv = [sys.executable, "-m", "bench.our_server", "--store", store, "--agent", agent]
         argv += ["--unary-echo", family.unary_echo, "--workers", str(family.workers)]
+        argv += ["--push-allow", "127.0.0.1", "--push-allow-http"] if family.push else []
         return argv + (["--no-extensions"] if family.kind == "send" and not family.extension else [])
 
     def _profiler(self, family: Family, server: ServerProcess) -> subprocess.Popen[bytes] | None:
@@ -261,7 +277,7 @@ class Bench:
             "workers": family.workers,
             **result,
         }
-        if family.name.startswith("replicas."):
+        if family.name.startswith(("replicas.", "push.")):
             record["cpus"] = len(os.sched_getaffinity(0))
             record["server_cpus"] = len(self.server_cpus) if self.server_cpus else None
         self._runs.setdefault(record["name"], []).append(record)
@@ -295,11 +311,14 @@ class Bench:
                 _stop_profiler(profiler)
             server.stop()
 
-    def _start_send_servers(self, stack: contextlib.ExitStack) -> tuple[dict[Family, ServerProcess], int]:
-        """The selected send families' servers, and how many failed to start (skipped ones are no failure)."""
+    def _start_send_servers(
+        self, stack: contextlib.ExitStack, pushing: bool = True
+    ) -> tuple[dict[Family, ServerProcess], int]:
+        """The selected send families' servers (not the pushing ones unless `pushing`), and how many failed to
+        start (skipped ones are no failure)."""
         servers: dict[Family, ServerProcess] = {}
         failed = 0
-        for family in (f for f in self.families if f.kind == "send"):
+        for family in (f for f in self.families if f.kind == "send" and (pushing or f.push != "on")):
             try:
                 servers[family] = stack.enter_context(self._serving(family))
             except SdkUnavailableError as error:
@@ -309,17 +328,38 @@ class Bench:
                 self._not_run(family, "failed", f"{type(error).__name__}: {error}")
         return servers, failed
 
+    def _start_receiver(self, stack: contextlib.ExitStack) -> tuple[PushReceiver | None, int]:
+        """The push receiver when a selected case pushes (on the load workers' CPUs), and how many failed to
+        start (those cases are left out of the run)."""
+        pushing = [f for f in self.families if f.kind == "send" and f.push == "on"]
+        if not pushing:
+            return None, 0
+        try:
+            receiver = PushReceiver(ROOT, self.load_cpus)
+        except Exception as error:
+            for family in pushing:
+                self._not_run(family, "failed", f"push receiver: {type(error).__name__}: {error}")
+            return None, len(pushing)
+        stack.callback(receiver.stop)
+        return receiver, 0
+
     def run_send_families(self) -> int:
         """One run of every send case, the families interleaved at each concurrency; how many failed."""
         assert self.pool is not None
         with contextlib.ExitStack() as stack:
-            servers, failed = self._start_send_servers(stack)
+            receiver, failed = self._start_receiver(stack)
+            # without a receiver (none started), the pushing cases are left out: they have their FAILED line
+            servers, failed_servers = self._start_send_servers(stack, pushing=not failed)
+            failed += failed_servers
             started = list(servers.values())
             metadata = [EXTENSION_METADATA if family.extension else measure.V1 for family in servers]
             channels = [max(self.args.channels, family.channels) for family in servers]
+            push = [family.push == "on" for family in servers]
             for c in self.args.concurrency if servers else []:
                 try:
-                    results = measure.measure_send(started, metadata, self.pool, self.settings, c, channels)
+                    results = measure.measure_send(
+                        started, metadata, self.pool, self.settings, c, channels, push, receiver
+                    )
                 except Exception as error:
                     failed += 1
                     results = [{"failed": f"{type(error).__name__}: {error}", "concurrency": c}] * len(servers)
@@ -428,6 +468,10 @@ class Bench:
             "replica_channels_per_load_process": max(self.args.channels, REPLICA_CHANNELS),
             "replica_tick_rate": TICK_RATE,
             "postgres": self.databases.description,
+            "push_receiver_cpus": "any" if self.load_cpus is None else "the load workers' CPUs",
+            "push_events_per_task": ECHO_EVENTS,
+            "push_drain_limit_seconds": DRAIN_LIMIT_SECONDS,
+            "push_stall_seconds": STALL_SECONDS,
         }
 
     def close(self) -> None:

@@ -156,8 +156,12 @@ class ServerProcess:
         self.process.wait(EXIT_SECONDS)
 
 
-def health_status(target: str, service: str = "", timeout: float = 1.0) -> int:
-    with grpc.insecure_channel(target) as channel:
+def health_status(
+    target: str, service: str = "", timeout: float = 1.0, credentials: grpc.ChannelCredentials | None = None
+) -> int:
+    """grpc.health.v1 Check of `service`; over TLS with `credentials`."""
+    secure = credentials is not None
+    with grpc.secure_channel(target, credentials) if secure else grpc.insecure_channel(target) as channel:
         check = health_pb2_grpc.HealthStub(channel).Check
         response = check(health_pb2.HealthCheckRequest(service=service), timeout=timeout)
         status: int = response.status
@@ -189,13 +193,15 @@ def get_task(target: str, task_id: str, timeout: float = CALL_SECONDS) -> a2a_pb
         return task
 
 
-def wait_serving(server: ServerProcess, timeout: float = START_SECONDS) -> None:
+def wait_serving(
+    server: ServerProcess, timeout: float = START_SECONDS, credentials: grpc.ChannelCredentials | None = None
+) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if server.process.poll() is not None:
             raise AssertionError(f"server exited with {server.process.returncode}; stderr:\n{server.stderr}")
         try:
-            if health_status(server.grpc_target, timeout=0.5) == SERVING:
+            if health_status(server.grpc_target, timeout=0.5, credentials=credentials) == SERVING:
                 return
         except grpc.RpcError:
             pass
@@ -230,9 +236,10 @@ def serve_process(
     env: Mapping[str, str] | None = None,
     cwd: Path | None = None,
     command: Sequence[str] = SERVE,
+    credentials: grpc.ChannelCredentials | None = None,
 ) -> Iterator[ServerProcess]:
     """A SERVING server with `args`, on `ports` (free ones by default) given as "flags", as "env", or
-    by the caller in `args` ("none").
+    by the caller in `args` ("none"); `credentials` for a server with TLS on.
 
     `store` is passed as `--store` unless None (then the server's default, or the environment's, holds).
     Free ports picked here can be taken by another process before the server binds them: then the
@@ -253,7 +260,7 @@ def serve_process(
             command=command,
         )
         try:
-            wait_serving(server)
+            wait_serving(server, credentials=credentials)
             break
         except AssertionError:
             server.kill()

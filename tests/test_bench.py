@@ -7,7 +7,8 @@ The reference SDK's cases need the SDK's own venv, which the bench installs from
 first time: they run when A2A_GRPC_BENCH_SDK=1 (installing it if need be), or when that venv is there
 already and A2A_GRPC_BENCH_SDK is not 0. The other cases always run, offline. The replicas.* cases need
 PostgreSQL: they run as the PostgreSQL store tests do (the `postgres_server` fixture), on the bench's own
-throwaway cluster, or on $A2A_GRPC_TEST_POSTGRES_URL when set.
+throwaway cluster, or on $A2A_GRPC_TEST_POSTGRES_URL when set. The push.* cases run offline too: their webhook
+receiver is the bench's own, on 127.0.0.1.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ MEMORY_TASKS = 300
 SUBSCRIBERS = 4
 REPLICA_CONCURRENCY = 16  # 8 callers per load process: each opens 8 connections, for both workers to get some
 REPLICA_SEND = ("replicas.send.sqlite", "replicas.send.pg", "replicas.send.pg-workers2")
+PUSH_CONCURRENCY = 8
 
 
 def _selected(names: tuple[str, ...]) -> list[str]:
@@ -90,6 +92,24 @@ def replicas_run(tmp_path_factory: pytest.TempPathFactory, postgres_server: str)
     ]
     if os.environ.get("A2A_GRPC_TEST_POSTGRES_URL"):
         argv.append(f"--postgres={postgres_server}")
+    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout.partition("\nNotes:")[0][-4000:] + done.stderr[-4000:]
+    return json.loads(out.read_text()), done.stdout
+
+
+@pytest.fixture(scope="module")
+def push_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], str]:
+    out = tmp_path_factory.mktemp("bench-push") / "results.json"
+    argv = [
+        "bash",
+        str(ROOT / "scripts" / "bench"),
+        "--cases=push.*",
+        "--quick",
+        "--duration=1",
+        "--warmup=0.2",
+        f"--concurrency={PUSH_CONCURRENCY}",
+        f"--out={out}",
+    ]
     done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout.partition("\nNotes:")[0][-4000:] + done.stderr[-4000:]
     return json.loads(out.read_text()), done.stdout
@@ -241,3 +261,41 @@ def test_postgres_cases_are_skipped_with_one_line_without_postgres(
         "replicas.send.pg, replicas.send.pg-workers2, replicas.subscribe: SKIPPED: PostgreSQL server binaries not found"
     ]
     assert any("PostgreSQL server binaries not found" in note for note in bench.notes)
+
+
+@pytest.mark.timeout(400)
+def test_push_cases_deliver_every_notification(push_run: tuple[dict[str, Any], str]) -> None:
+    document, stdout = push_run
+    cases = _cases(document)
+    c = PUSH_CONCURRENCY
+    assert sorted(cases) == [f"push.send.sqlite.off@{c}", f"push.send.sqlite@{c}"]
+    cycles = document["meta"]["send_cycles"] * document["meta"]["repeat"]
+    for name, case in cases.items():
+        assert "skipped" not in case and "failed" not in case, (name, case)
+        assert case["errors"] == 0, (name, case["first_error"])
+        assert case["completed"] > 0 and len(case["cycle_rates"]) == cycles, name
+        assert case["server_cpu_us_whole"] > 0 and case["calls_succeeded"] >= case["completed"], name
+    off = cases[f"push.send.sqlite.off@{c}"]
+    assert "push_expected" not in off  # its messages carry no push config
+    pushed = cases[f"push.send.sqlite@{c}"]
+    # every successful SendMessage made a task whose two events (artifact, COMPLETED status) all arrived
+    assert pushed["push_expected_tasks"] == pushed["calls_succeeded"] > 0
+    assert pushed["push_notified_tasks"] == pushed["push_expected_tasks"]
+    assert pushed["push_expected"] == 2 * pushed["push_expected_tasks"]
+    assert pushed["push_missing"] == 0 and pushed["push_missing_runs"] == [0]
+    assert pushed["push_distinct"] == pushed["push_expected"]
+    assert pushed["push_received"] == pushed["push_distinct"] + pushed["push_duplicates"]
+    assert pushed["push_malformed"] == 0 and pushed["push_bad_token"] == 0
+    assert pushed["push_events_per_task"] == {"2": pushed["push_expected_tasks"]}
+    assert 0 < pushed["push_latency_samples"] <= pushed["push_expected_tasks"]
+    assert 0 < pushed["push_p50_ms"] <= pushed["push_p99_ms"] <= pushed["push_max_ms"] < 60_000
+    assert pushed["receiver_cpu_cores"] > 0 and pushed["receiver_cpu_us"] > 0
+    names = {r["ratio"] for r in document["ratios"]}
+    assert {f"push.send.sqlite@{c} / off", f"push overhead push.send.sqlite@{c}, server CPU (push/off - 1)"} <= names
+    assert {t["target"] for t in document["targets"]} == {
+        f"push.send.sqlite@{c} >= 0.7x push.send.sqlite.off@{c}",
+        f"push.send.sqlite@{c}: every notification owed delivered (all runs)",
+    }
+    assert len(document["push"]) == 3  # where the CPUs went, with and without push; the delivery figures
+    for line in ("tasks notified", "delivery p50", "us/notification", "Targets:"):
+        assert line in stdout

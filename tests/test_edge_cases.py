@@ -209,6 +209,7 @@ async def test_extensions_of_the_extended_card_are_declared_in_the_public_card(
     extended_path = tmp_path / "extended.json"
     extended_path.write_text(json.dumps(extended))
     card = {**BASE_CARD, "capabilities": {"extendedAgentCard": True}}
-    server = await start_server(card=card, extended_card_path=str(extended_path))
+    # an extended card is for authenticated callers only: the server needs a scheme to start
+    server = await start_server(card=card, extended_card_path=str(extended_path), bearer_tokens={"t": "alice"})
     assert [e.uri for e in server.card.capabilities.extensions] == [required["uri"], RESUME_EXTENSION_URI]
     assert [e.uri for e in server.card.capabilities.extensions if e.required] == [required["uri"]]

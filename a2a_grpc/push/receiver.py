@@ -32,26 +32,22 @@ header when one is expected, and returns the body as a `StreamResponse`. An aioh
 
 from __future__ import annotations
 
-import asyncio
 import heapq
 import hmac
-import json
 import time
 from collections.abc import Mapping
 from typing import Any
 
-import aiohttp
 import jwt
 from google.protobuf import json_format
-from yarl import URL
 
+from a2a_grpc.auth.jwks import JwksCache, JwksError, KeySet, StaticKeys, VerificationKey, keys_by_kid
+from a2a_grpc.auth.principal import CredentialRejected, KeysUnknown
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.push.sender import SIGNATURE_HEADER, TOKEN_HEADERS
 from a2a_grpc.push.signing import body_sha256
 
 ALGORITHMS = frozenset({"RS256", "ES256"})
-MAX_JWKS_BYTES = 64 * 1024
-JWKS_TIMEOUT_SECONDS = 10.0
 _REQUIRED_CLAIMS = ["iss", "aud", "iat", "exp", "jti", "taskId", "body_sha256"]
 
 
@@ -65,7 +61,7 @@ class NotificationVerifier:
     """Verifies notifications against a JWKS given as `jwks` or fetched (HTTPS) from `jwks_url`.
 
     A fetched JWKS is cached and fetched again on an unknown kid, at most once per
-    `jwks_refetch_seconds`. Tokens that live longer than `replay_window_seconds` are refused, and the
+    `jwks_refetch_seconds` (a2a_grpc.auth.jwks, which the server's JWT verification uses too). Tokens that live longer than `replay_window_seconds` are refused, and the
     jti of each accepted one is remembered until it expires (at most `max_jti` at once: when full,
     notifications are refused rather than risking a replay). `allow_http_jwks` is for tests.
     """
@@ -86,19 +82,20 @@ class NotificationVerifier:
     ) -> None:
         if (jwks_url is None) == (jwks is None):
             raise ValueError("give exactly one of jwks_url and jwks")
-        if jwks_url is not None and URL(jwks_url).scheme != "https" and not allow_http_jwks:
-            raise ValueError("jwks_url must be https")
-        self._jwks_url = jwks_url
-        self._keys = _keys_by_kid(jwks) if jwks is not None else {}
+        self._keys: KeySet
+        if jwks_url is not None:
+            try:
+                self._keys = JwksCache(jwks_url, min_refetch_seconds=jwks_refetch_seconds, allow_http=allow_http_jwks)
+            except JwksError:
+                raise ValueError("jwks_url must be https") from None
+        else:
+            self._keys = StaticKeys(keys_by_kid(jwks), any_kid=False)
         self._audience = audience
         self._issuer = issuer
         self._expected_token = expected_token
         self._leeway = leeway_seconds
         self._replay_window = replay_window_seconds
         self._max_jti = max_jti
-        self._refetch_seconds = jwks_refetch_seconds
-        self._fetched_at: float | None = None
-        self._fetch_lock = asyncio.Lock()
         self._seen_jti: set[str] = set()
         self._jti_expiry: list[tuple[float, str]] = []
 
@@ -123,7 +120,7 @@ class NotificationVerifier:
         if not tokens or not all(hmac.compare_digest(token.encode(), expected) for token in tokens):
             raise NotificationRejected("wrong or missing notification token")
 
-    async def _key(self, token: str) -> jwt.PyJWK:
+    async def _key(self, token: str) -> tuple[VerificationKey, str]:
         try:
             header = jwt.get_unverified_header(token)
         except jwt.PyJWTError:
@@ -133,21 +130,26 @@ class NotificationVerifier:
             raise NotificationRejected("signature algorithm not allowed")
         if not isinstance(kid, str):
             raise NotificationRejected("signature has no kid")
-        if kid not in self._keys and self._may_fetch():
-            await self._fetch()
-        key = self._keys.get(kid)
-        if key is None:
-            raise NotificationRejected("unknown signing key")
-        if key.algorithm_name != algorithm:
+        try:
+            try:
+                key = self._keys.key(kid)
+            except KeysUnknown as unknown:
+                if not await unknown.refresh():
+                    raise NotificationRejected("could not fetch the JWKS") from None
+                key = self._keys.key(kid)
+        except (CredentialRejected, KeysUnknown):
+            raise NotificationRejected("unknown signing key") from None
+        if algorithm not in key.algorithms:
             raise NotificationRejected("signature algorithm does not match its key")
-        return key
+        return key, algorithm
 
-    def _decode(self, token: str, key: jwt.PyJWK) -> dict[str, Any]:
+    def _decode(self, token: str, key_and_algorithm: tuple[VerificationKey, str]) -> dict[str, Any]:
+        key, algorithm = key_and_algorithm
         try:
             claims: dict[str, Any] = jwt.decode(
                 token,
-                key,
-                algorithms=[key.algorithm_name],
+                key.key,
+                algorithms=[algorithm],
                 audience=self._audience,
                 issuer=self._issuer,
                 leeway=self._leeway,
@@ -161,22 +163,6 @@ class NotificationVerifier:
             raise NotificationRejected("signature lives longer than the replay window")
         return claims
 
-    def _may_fetch(self) -> bool:
-        if self._jwks_url is None:
-            return False
-        return self._fetched_at is None or time.monotonic() - self._fetched_at >= self._refetch_seconds
-
-    async def _fetch(self) -> None:
-        async with self._fetch_lock:
-            if not self._may_fetch():
-                return  # another verify fetched meanwhile
-            self._fetched_at = time.monotonic()
-            assert self._jwks_url is not None
-            try:
-                self._keys = _keys_by_kid(await _fetch_json(self._jwks_url))
-            except (aiohttp.ClientError, TimeoutError, ValueError):
-                raise NotificationRejected("could not fetch the JWKS") from None
-
     def _remember(self, jti: str, expires: float) -> None:
         now = time.time()
         while self._jti_expiry and self._jti_expiry[0][0] < now:
@@ -187,36 +173,6 @@ class NotificationVerifier:
             raise NotificationRejected("too many notifications to check for replays")
         self._seen_jti.add(jti)
         heapq.heappush(self._jti_expiry, (expires + self._leeway, jti))
-
-
-async def _fetch_json(url: str) -> Any:
-    timeout = aiohttp.ClientTimeout(total=JWKS_TIMEOUT_SECONDS)
-    async with (
-        aiohttp.ClientSession(timeout=timeout) as session,
-        session.get(url, allow_redirects=False) as response,
-    ):
-        if response.status != 200:
-            raise ValueError(f"JWKS answered HTTP {response.status}")
-        content = bytearray()
-        async for chunk in response.content.iter_chunked(16384):
-            content += chunk
-            if len(content) > MAX_JWKS_BYTES:
-                raise ValueError("JWKS too large")
-        return json.loads(content)
-
-
-def _keys_by_kid(jwks: Any) -> dict[str, jwt.PyJWK]:
-    keys: dict[str, jwt.PyJWK] = {}
-    for data in jwks.get("keys", []) if isinstance(jwks, dict) else []:
-        if not isinstance(data, dict) or not isinstance(data.get("kid"), str):
-            continue
-        try:
-            key = jwt.PyJWK(data)
-        except jwt.PyJWTError:
-            continue
-        if key.algorithm_name in ALGORITHMS:
-            keys[data["kid"]] = key
-    return keys
 
 
 def _parse(body: bytes) -> a2a_pb2.StreamResponse:

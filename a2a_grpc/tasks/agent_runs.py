@@ -98,17 +98,30 @@ class AgentRuns:
     # ---- the agent's asyncio task ------------------------------------------------------------
 
     async def _execute(self, run: TaskRun) -> None:
+        traced = run.trace
+        if traced is None:
+            await self._run_agent(run)
+            return
+        with traced.tracing.agent_span(traced, run.live.task) as span:
+            run.trace = span.trace  # the run's store writes are the agent span's children
+            error = await self._run_agent(run)
+            span.ended(run.live.state, run.reply is not None, error)
+
+    async def _run_agent(self, run: TaskRun) -> BaseException | None:
+        """Run the agent; what it raised, if anything (logged, and the task failed, here)."""
         live = run.live
         publisher = EventPublisher(run)
         try:
             await self.executor.execute(run.context, publisher)
-        except asyncio.CancelledError:  # only shutdown cancels a run that CancelTask did not settle
+        except asyncio.CancelledError as error:  # only shutdown cancels a run that CancelTask did not settle
             if live.run is run and live.state not in SETTLED_STATES:
                 self.record_status(run, a2a_pb2.TASK_STATE_FAILED, stopped_message(publisher.agent_message()))
-        except Exception:
+            return error
+        except Exception as error:
             log.exception("agent failed on task %s", live.task.id)
             if live.run is run and live.state not in TERMINAL_STATES:
                 self.record_status(run, a2a_pb2.TASK_STATE_FAILED, publisher.agent_message("The agent failed."))
+            return error
         else:
             if live.run is run and live.state not in SETTLED_STATES and run.context.cancel_requested:
                 self.record_status(run, a2a_pb2.TASK_STATE_CANCELED, None)
@@ -116,6 +129,7 @@ class AgentRuns:
                 log.warning("agent returned without settling task %s", live.task.id)
                 message = publisher.agent_message("The agent ended without a result.")
                 self.record_status(run, a2a_pb2.TASK_STATE_FAILED, message)
+        return None
 
     def _run_finished(self, run: TaskRun) -> None:
         """Runs when the agent's task ends in any way, even cancelled before it started."""

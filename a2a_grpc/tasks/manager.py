@@ -129,9 +129,10 @@ class TaskManager:
         """Create or replace a config of a task the caller sees; a config without an id gets one. It is
         notified of the task's events from now on, or `from_start` of every one (a config sent with the
         message that created the task, stored once the task is shown)."""
-        await self.get_task(config.task_id, call)
+        task = await self.get_task(config.task_id, call)
         config.id = config.id or new_id()
-        await self._writer.put_push_config(call.principal, config, 0 if from_start else None)
+        final = task.status.state in TERMINAL_STATES
+        await self._writer.put_push_config(call.principal, config, 0 if from_start else None, final=final)
         return config
 
     async def get_push_config(

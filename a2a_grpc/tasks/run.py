@@ -11,6 +11,7 @@ from a2a_grpc.tasks.live import LiveTask, copy_task
 
 if TYPE_CHECKING:
     from a2a_grpc.tasks.agent_runs import AgentRuns
+    from a2a_grpc.telemetry.tracing import TraceContext
 
 
 class TaskRun:
@@ -19,7 +20,8 @@ class TaskRun:
     `opened` resolves when the call's answer begins: None once the task is shown (the agent published
     something, or the caller wanted the task at once), or the agent's reply Message. `snapshot` is the
     task as a stream shows it first, taken when the task was shown to a run with subscribers, and
-    `snapshot_seq` the number of the last event it includes.
+    `snapshot_seq` the number of the last event it includes. `trace` is where the run's spans belong with
+    tracing on: the server span of the call that started it, then the agent's own span while it runs.
     """
 
     __slots__ = (
@@ -33,6 +35,7 @@ class TaskRun:
         "settled",
         "snapshot",
         "snapshot_seq",
+        "trace",
     )
 
     def __init__(self, runs: AgentRuns, live: LiveTask, context: RequestContext) -> None:
@@ -47,6 +50,7 @@ class TaskRun:
         self.reply: a2a_pb2.Message | None = None
         self.snapshot: a2a_pb2.Task | None = None
         self.snapshot_seq = 0
+        self.trace: TraceContext | None = context.call.trace_context
 
     @property
     def task_id(self) -> str:

@@ -4,6 +4,7 @@ write, published to its subscribers as the task's next event, and stored at the 
 A write the store refuses drops the live task (the next request reloads the stored one). A full store is
 reported from the first write it refuses to the next one it takes; the tasks whose agent it stopped are
 failed then. Push-config changes are writes too, and count for a full store the same way.
+With tracing on, a write opened for a traced run is an `a2a.store.write` span of the run's trace.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from a2a_grpc.call import CallContext
 from a2a_grpc.errors import A2AError
@@ -22,6 +23,9 @@ from a2a_grpc.store.base import StorageFullError, TaskEvent, TaskStore, TaskWrit
 from a2a_grpc.tasks.live import SETTLED_STATES, LiveTask, copy_artifact, stamp_now
 from a2a_grpc.tasks.live_tasks import LiveTasks
 from a2a_grpc.tasks.rules import changed_meanwhile, storage_unavailable
+
+if TYPE_CHECKING:
+    from a2a_grpc.telemetry.tracing import TraceContext, WriteSpan
 
 log = logging.getLogger(__name__)
 
@@ -108,15 +112,16 @@ class TaskWriter:
         """
         write = live.pending
         if write is None:
-            if not live.shown and live.run is not None:
-                live.run.show()
+            run = live.run
+            if not live.shown and run is not None:
+                run.show()
             live.version += 1
             write = live.pending = TaskWrite(live.task.id, live.version, owner=live.owner)
             if live.version == 1:
                 write.task = live.task  # a create: the task as it stands at the flush holds every change
             loop = asyncio.get_running_loop()
             live.last_write = loop.create_future()
-            loop.call_soon(self._flush, live)
+            loop.call_soon(self._flush, live, run.trace if run is not None else None)
         return write
 
     def _publish(self, live: LiveTask, write: TaskWrite, response: a2a_pb2.StreamResponse, state: int) -> None:
@@ -129,18 +134,31 @@ class TaskWriter:
 
     # ---- the store's answer ------------------------------------------------------------------
 
-    def _flush(self, live: LiveTask) -> None:
+    def _flush(self, live: LiveTask, trace: TraceContext | None) -> None:
+        """Hand the task's pending write to the store; `trace` is the run's, when the write was opened
+        (else the run's now: a resumed task's message is written before its run starts)."""
         write, durable = live.pending, live.last_write
         live.pending = None
         assert write is not None and durable is not None
+        if trace is None and live.run is not None:
+            trace = live.run.trace
+        span = trace.tracing.store_write(trace, write) if trace is not None else None
         stored = self.store.apply(write)
         if stored.done():  # an in-memory store: no need to wait for another loop turn
-            self._stored(live, durable, stored)
+            self._stored(live, durable, stored, span)
         else:
-            stored.add_done_callback(lambda stored: self._stored(live, durable, stored))
+            stored.add_done_callback(lambda stored: self._stored(live, durable, stored, span))
 
-    def _stored(self, live: LiveTask, durable: asyncio.Future[None], stored: asyncio.Future[None]) -> None:
+    def _stored(
+        self,
+        live: LiveTask,
+        durable: asyncio.Future[None],
+        stored: asyncio.Future[None],
+        span: WriteSpan | None = None,
+    ) -> None:
         error = stored.exception()
+        if span is not None:
+            span.end(error)
         if error is not None:
             error = self._write_failed(live, error)
         elif self._storage_full:
@@ -185,11 +203,13 @@ class TaskWriter:
     # ---- push notification configs -----------------------------------------------------------
 
     async def put_push_config(
-        self, owner: str, config: a2a_pb2.TaskPushNotificationConfig, delivered: int | None
+        self, owner: str, config: a2a_pb2.TaskPushNotificationConfig, delivered: int | None, *, final: bool
     ) -> None:
-        """Store a config; its task's stored events wake the push worker at once from now on."""
+        """Store a config; unless its task is `final` (no more events), its stored events wake the push
+        worker at once from now on."""
         await self._write_config(self.store.put_push_config(owner, config, delivered))
-        self._pushed.add(config.task_id)
+        if not final:
+            self._pushed.add(config.task_id)
         if self._on_push_due is not None:
             self._on_push_due(config.task_id)
 

@@ -2,7 +2,8 @@
 
 `CallObserver` is the one layer of the interceptor chain that sees every call end (the chain composes
 it, in `a2a_grpc.interceptors.server`); it hands each finished call to the `AccessLog` and the `Metrics`.
-`logs` renders the server's log records as text or as JSON lines.
+`logs` renders the server's log records as text or as JSON lines. With tracing on (the `otel` extra),
+the same layer makes each call's OpenTelemetry span: `tracing_setup.load_tracing`, then `tracing`.
 """
 
 from a2a_grpc.telemetry.access_log import ACCESS_LOGGER, AccessLog
@@ -10,6 +11,7 @@ from a2a_grpc.telemetry.calls import CallObserver
 from a2a_grpc.telemetry.logs import LOG_FORMATS, JsonFormatter, log_format, use_json_logs
 from a2a_grpc.telemetry.metrics import METRICS_PATH, Metrics
 from a2a_grpc.telemetry.outcome import Outcome
+from a2a_grpc.telemetry.tracing_setup import TracingUnavailable, load_tracing
 
 __all__ = [
     "ACCESS_LOGGER",
@@ -20,6 +22,8 @@ __all__ = [
     "JsonFormatter",
     "Metrics",
     "Outcome",
+    "TracingUnavailable",
+    "load_tracing",
     "log_format",
     "use_json_logs",
 ]

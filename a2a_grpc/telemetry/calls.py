@@ -6,13 +6,15 @@ A stream's events are counted as they are yielded; the stream is logged when it 
 (a client that goes away closes it: CANCELLED). An unexpected exception is logged once, by the access
 log at ERROR with its traceback, and passed on as the generic InternalError the guard would have made
 of it (so the guard does not log it again); without an access log the guard logs it as before.
+With tracing on, each call also has its server span (a2a_grpc.telemetry.tracing): started before
+admission, carried by the call's CallContext once admitted, ended with the rest of the call's records.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from a2a_grpc.call import CallContext
 from a2a_grpc.errors import InternalError
@@ -20,7 +22,11 @@ from a2a_grpc.telemetry.access_log import AccessLog
 from a2a_grpc.telemetry.metrics import MethodMetrics, Metrics
 from a2a_grpc.telemetry.outcome import OK, outcome_of
 
-Admit = Callable[[str, Any], CallContext]  # (method, grpc context) -> the call's context, or raises its refusal
+if TYPE_CHECKING:
+    from a2a_grpc.telemetry.tracing import ServerSpan, Tracing
+
+# (method, grpc context) -> the call's context, or raises its refusal (awaited: authentication may fetch keys)
+Admit = Callable[[str, Any], Awaitable[CallContext]]
 Serve = Callable[[bytes, CallContext, Any], Awaitable[Any]]  # (request, call, grpc context) -> the response
 OpenStream = Callable[[bytes, CallContext, Any], Awaitable[AsyncIterator[Any]]]  # ... -> the stream's events
 Handler = Callable[[bytes, Any], Awaitable[Any]]
@@ -28,27 +34,32 @@ StreamOpener = Callable[[bytes, Any], Awaitable[AsyncIterator[Any]]]
 
 
 class CallObserver:
-    def __init__(self, access_log: AccessLog | None, metrics: Metrics | None) -> None:
+    def __init__(self, access_log: AccessLog | None, metrics: Metrics | None, tracing: Tracing | None = None) -> None:
         self._access_log = access_log
         self._metrics = metrics
+        self._tracing = tracing
 
     def unary(self, method: str, admit: Admit, serve: Serve) -> Handler:
         """A unary handler that admits each call, serves it, and records how it ended."""
         end = _Ending(method, self._access_log, self._metrics)
         clock = time.perf_counter
+        tracing = self._tracing
 
         async def observed(request: bytes, context: Any) -> Any:
             started = clock()
+            span = tracing.server_span(method, context) if tracing is not None else None
             call = None
             try:
-                call = admit(method, context)
+                call = await admit(method, context)
+                if span is not None:
+                    call = span.bind(call)
                 response = await serve(request, call, context)
             except BaseException as error:
-                replacement = end.failed(error, context, call, started, None)
+                replacement = end.failed(error, context, call, started, None, None, span)
                 if replacement is None:
                     raise
                 raise replacement from error
-            end.ok(context, call, started, response, None)
+            end.ok(context, call, started, response, None, span)
             return response
 
         return observed
@@ -59,9 +70,10 @@ class CallObserver:
         end = _Ending(method, self._access_log, self._metrics)
         metrics = end.metrics
         clock = time.perf_counter
+        tracing = self._tracing
 
         async def counted(
-            events: AsyncIterator[Any], context: Any, call: CallContext, started: float
+            events: AsyncIterator[Any], context: Any, call: CallContext, started: float, span: ServerSpan | None
         ) -> AsyncIterator[Any]:
             if metrics is not None:
                 metrics.streams.inc()
@@ -76,27 +88,30 @@ class CallObserver:
                         metrics.events.inc()
                     yield event
             except BaseException as error:
-                replacement = end.failed(error, context, call, started, first, count)
+                replacement = end.failed(error, context, call, started, first, count, span)
                 if replacement is None:
                     raise
                 raise replacement from error
             finally:
                 if metrics is not None:
                     metrics.streams.dec()
-            end.ok(context, call, started, first, count)
+            end.ok(context, call, started, first, count, span)
 
         async def observed(request: bytes, context: Any) -> AsyncIterator[Any]:
             started = clock()
+            span = tracing.server_span(method, context) if tracing is not None else None
             call = None
             try:
-                call = admit(method, context)
+                call = await admit(method, context)
+                if span is not None:
+                    call = span.bind(call)
                 events = await open_stream(request, call, context)
             except BaseException as error:
-                replacement = end.failed(error, context, call, started, None, 0)
+                replacement = end.failed(error, context, call, started, None, 0, span)
                 if replacement is None:
                     raise
                 raise replacement from error
-            return counted(events, context, call, started)
+            return counted(events, context, call, started, span)
 
         return observed
 
@@ -111,12 +126,22 @@ class _Ending:
         self.access_log = access_log
         self.metrics: MethodMetrics | None = metrics.method(method) if metrics is not None else None
 
-    def ok(self, context: Any, call: CallContext, started: float, response: Any, events: int | None) -> None:
+    def ok(
+        self,
+        context: Any,
+        call: CallContext,
+        started: float,
+        response: Any,
+        events: int | None,
+        span: ServerSpan | None,
+    ) -> None:
         seconds = time.perf_counter() - started
         if self.metrics is not None:
             self.metrics.finished(OK, seconds, call)
         if self.access_log is not None:
             self.access_log.write(self.method, context, call, OK, seconds, response, events)
+        if span is not None:
+            span.end(OK, call, response, events)
 
     def failed(
         self,
@@ -125,13 +150,16 @@ class _Ending:
         call: CallContext | None,
         started: float,
         response: Any,
-        events: int | None = None,
+        events: int | None,
+        span: ServerSpan | None,
     ) -> BaseException | None:
         """Record a call that raised `error`; returns the exception to raise instead, if any."""
         seconds = time.perf_counter() - started
         outcome = outcome_of(error, context)
         if self.metrics is not None:
             self.metrics.finished(outcome, seconds, call)
+        if span is not None:
+            span.end(outcome, call, response, events)
         logged = self.access_log is not None and self.access_log.write(
             self.method, context, call, outcome, seconds, response, events
         )

@@ -10,6 +10,7 @@ Every `lf.a2a.v1.A2AService` call then carries `a2a-version` and the requested `
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 import grpc
 
@@ -17,6 +18,9 @@ from a2a_grpc.extensions import parse_extension_values
 from a2a_grpc.interceptors.client.calls import A2ACallPolicy, A2AUnaryStreamInterceptor, A2AUnaryUnaryInterceptor
 from a2a_grpc.interceptors.client.echo import ResponseExtensions, ResponseObserver, observe_extensions
 from a2a_grpc.interceptors.client.parameters import use_extensions
+
+if TYPE_CHECKING:
+    from a2a_grpc.telemetry.tracing import ClientTracer
 
 __all__ = [
     "A2ACallPolicy",
@@ -36,17 +40,21 @@ def client_interceptors(
     version: str = "1.0",
     typed_errors: bool = True,
     on_response: ResponseObserver | None = None,
+    tracer: ClientTracer | None = None,
 ) -> list[grpc.aio.ClientInterceptor]:
     """One interceptor per RPC kind A2A uses (unary and server-streaming), sharing one policy.
 
     `extensions` are requested on every call; a call adds its own with `a2a-extensions` entries in
     its metadata, and `use_extensions(...)` replaces the set for the calls started in a block.
-    `on_response` sees each response's `ResponseExtensions`, as does `observe_extensions()`.
+    `on_response` sees each response's `ResponseExtensions`, as does `observe_extensions()`. With a
+    `tracer` (a2a_grpc.telemetry.tracing_setup.client_tracer), each call is a CLIENT span and carries
+    its `traceparent`.
     """
     policy = A2ACallPolicy(
         version=version,
         extensions=parse_extension_values(extensions),
         typed_errors=typed_errors,
         on_response=on_response,
+        tracer=tracer,
     )
     return [A2AUnaryUnaryInterceptor(policy), A2AUnaryStreamInterceptor(policy)]

@@ -2,9 +2,11 @@
 
 Each A2AService method handler is wrapped once, at start-up, in this order:
   errors          every failure leaves as a proper status (outermost)
-  telemetry       with an access log or metrics: times the call and records how it ended (its status
-                  code and A2A reason, a stream's events), around admission and the servicer
-  authentication  the caller's principal, or UNAUTHENTICATED
+  telemetry       with an access log, metrics or tracing: times the call and records how it ended (its
+                  status code and A2A reason, a stream's events), around admission and the servicer;
+                  with tracing, the call's server span, which its CallContext carries
+  authentication  the card's security requirements (a2a_grpc.auth): the caller's principal and claims,
+                  or UNAUTHENTICATED (PERMISSION_DENIED for a missing scope)
   version         the `a2a-version` the call speaks, or VERSION_NOT_SUPPORTED
   extensions      the activated `a2a-extensions`, or EXTENSION_SUPPORT_REQUIRED; then the echo
   the servicer    called with the parsed request and the call's CallContext
@@ -15,24 +17,28 @@ build one immutable CallContext per call, which is then passed explicitly, never
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from typing import Any, TypeVar
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import grpc
 from google.protobuf import message_factory
 
+from a2a_grpc.auth import ANONYMOUS, CardAuthenticator
 from a2a_grpc.call import CallContext
 from a2a_grpc.encoding import encode_response
 from a2a_grpc.errors import Metadata
 from a2a_grpc.extensions import ExtensionRegistry, Negotiation
-from a2a_grpc.interceptors.server.auth import BearerTokenAuthenticator
+from a2a_grpc.interceptors.server.auth import Authenticate, authentication
 from a2a_grpc.interceptors.server.errors import Parse, guard_stream, guard_unary, parse_request
 from a2a_grpc.interceptors.server.extensions import NO_NEGOTIATION, ExtensionNegotiator, send_echo
 from a2a_grpc.interceptors.server.version import VersionCheck
 from a2a_grpc.protocol import A2A_SERVICE
 from a2a_grpc.telemetry import AccessLog, CallObserver, Metrics
 
-__all__ = ["WORKER_TRAILER", "BearerTokenAuthenticator", "ExtensionNegotiator", "ServerChain", "VersionCheck"]
+if TYPE_CHECKING:
+    from a2a_grpc.telemetry.tracing import Tracing
+
+__all__ = ["WORKER_TRAILER", "ExtensionNegotiator", "ServerChain", "VersionCheck", "authentication"]
 
 WORKER_TRAILER = "a2a-grpc-worker"  # the pid of the worker process that served the call
 
@@ -48,44 +54,46 @@ class ServerChain:
     """`echo_unary_headers=False` echoes in the trailers alone on unary calls, where a unary client reads
     headers and trailers together anyway: grpc.aio cannot send headers with a unary response, so they
     cost a transport operation of their own. Streams always echo in both. With `worker_pid`, every call's
-    trailers carry `a2a-grpc-worker: <worker_pid>`. With `access_log` or `metrics`, every call ends in
-    them (a2a_grpc.telemetry)."""
+    trailers carry `a2a-grpc-worker: <worker_pid>`. With `access_log`, `metrics` or `tracing`, every call
+    ends in them (a2a_grpc.telemetry)."""
 
     def __init__(
         self,
         registry: ExtensionRegistry,
         *,
         missing_version_means: str = "0.3",
-        bearer_tokens: Mapping[str, str] | None = None,
+        authenticator: CardAuthenticator | None = None,
         negotiate_extensions: bool = True,
         echo_unary_headers: bool = False,
         worker_pid: int | None = None,
         access_log: AccessLog | None = None,
         metrics: Metrics | None = None,
+        tracing: Tracing | None = None,
     ) -> None:
-        self._authenticate = BearerTokenAuthenticator(bearer_tokens) if bearer_tokens else None
+        self._authenticate: Authenticate | None = authentication(authenticator) if authenticator is not None else None
         self._check_version = VersionCheck(missing_means=missing_version_means)
         self._negotiate = ExtensionNegotiator(registry) if negotiate_extensions else None
         self._echo_unary_headers = echo_unary_headers
         self._worker_trailer = ((WORKER_TRAILER, str(worker_pid)),) if worker_pid is not None else ()
-        observed = access_log is not None or metrics is not None
-        self._observer = CallObserver(access_log, metrics) if observed else None
+        observed = access_log is not None or metrics is not None or tracing is not None
+        self._observer = CallObserver(access_log, metrics, tracing) if observed else None
 
-    def admit(self, method: str, context: Any) -> CallContext:
+    async def admit(self, method: str, context: Any) -> CallContext:
         """The call's context, once every check accepted it (each refusal raises its A2AError)."""
         metadata: Metadata = context.invocation_metadata() or ()
-        principal = self._authenticate(metadata) if self._authenticate is not None else ""
+        principal = await self._authenticate(metadata, context) if self._authenticate is not None else ANONYMOUS
         version = self._check_version(metadata)
         negotiation: Negotiation = self._negotiate(metadata) if self._negotiate is not None else NO_NEGOTIATION
         return CallContext(
             method,
             metadata,
             context.time_remaining,
-            principal,
+            principal.name,
             version,
             negotiation.requested,
             negotiation.activated,
             negotiation.echo,
+            claims=principal.claims,
         )
 
     def method_handlers(self, servicer: Any) -> dict[str, grpc.RpcMethodHandler]:
@@ -142,7 +150,7 @@ class ServerChain:
         admit = self.admit
 
         async def admitted(request: bytes, context: Any) -> Served:
-            return await handle(request, admit(name, context), context)
+            return await handle(request, await admit(name, context), context)
 
         return admitted
 

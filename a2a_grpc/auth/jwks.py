@@ -1,0 +1,281 @@
+"""Public keys that verify JWTs: a JSON Web Key Set fetched over HTTPS and kept current, or a static key file.
+
+Only asymmetric keys are kept (RSA, EC, OKP): a shared-secret (`oct`) key in a key set is ignored, so no
+token can be verified with an HMAC algorithm, and each key admits only the algorithms of its type (the one
+its `alg` names, when it names one), which is what refuses `alg: none` and the key-confusion trick of an
+HS256 token "signed" with the public key.
+
+A fetched key set is fetched at start-up, again every `refresh_seconds` in the background (so a key its
+issuer withdrew stops verifying), and again when a token names a kid it lacks: at most once per
+`min_refetch_seconds`, behind one lock, so a flood of made-up kids costs one fetch per interval and the
+per-call path stays a dictionary lookup. HTTPS only, with the system's trust store, which the environment's
+SSL_CERT_FILE (and SSL_CERT_DIR) extends; no redirects; a timeout; at most MAX_JWKS_BYTES.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import ssl
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import aiohttp
+import jwt
+from cryptography import x509
+from cryptography.hazmat.primitives.asymmetric import ec, ed448, ed25519, rsa
+from cryptography.hazmat.primitives.serialization import load_pem_public_key
+from yarl import URL
+
+from a2a_grpc.auth.principal import CredentialRejected, KeysUnknown
+
+log = logging.getLogger(__name__)
+
+MAX_JWKS_BYTES = 64 * 1024
+JWKS_TIMEOUT_SECONDS = 10.0
+RSA_ALGORITHMS = frozenset({"RS256", "RS384", "RS512", "PS256", "PS384", "PS512"})
+EC_ALGORITHMS = {"P-256": "ES256", "P-384": "ES384", "P-521": "ES512", "secp256k1": "ES256K"}
+EC_CURVES = {"secp256r1": "P-256", "secp384r1": "P-384", "secp521r1": "P-521", "secp256k1": "secp256k1"}
+OKP_ALGORITHMS = frozenset({"EdDSA"})
+PRIVATE_KEYS = (rsa.RSAPrivateKey, ec.EllipticCurvePrivateKey, ed25519.Ed25519PrivateKey, ed448.Ed448PrivateKey)
+
+
+class JwksError(ValueError):
+    """A key set that could not be fetched or read; the message names no secret."""
+
+
+@dataclass(frozen=True, slots=True)
+class VerificationKey:
+    key: Any  # a cryptography public key
+    algorithms: frozenset[str]  # the JWS algorithms it may verify
+
+
+class KeySet(Protocol):
+    """Where a JWT's key comes from. `generation` changes whenever a key is withdrawn or replaced, so what was
+    verified with the keys of an older generation is verified again."""
+
+    generation: int
+
+    def key(self, kid: str | None) -> VerificationKey:
+        """The key for `kid` (a token without a kid: the only key, if there is one); CredentialRejected when
+        there is none, KeysUnknown when fetching the keys again might find it."""
+        ...
+
+
+def algorithms_of(public_key: Any) -> frozenset[str]:
+    """The JWS algorithms a public key of this type may verify (empty: a key type JWTs are not verified with)."""
+    if isinstance(public_key, rsa.RSAPublicKey):
+        return RSA_ALGORITHMS
+    if isinstance(public_key, ec.EllipticCurvePublicKey):
+        curve = EC_CURVES.get(public_key.curve.name)
+        return frozenset({EC_ALGORITHMS[curve]}) if curve else frozenset()
+    if isinstance(public_key, ed25519.Ed25519PublicKey | ed448.Ed448PublicKey):
+        return OKP_ALGORITHMS
+    return frozenset()
+
+
+def verification_key(jwk: Mapping[str, Any]) -> VerificationKey | None:
+    """The key a JWK describes, None when it is not an asymmetric signature key this server uses."""
+    if jwk.get("kty") not in ("RSA", "EC", "OKP") or jwk.get("use", "sig") != "sig":
+        return None
+    try:
+        public_key = jwt.PyJWK(dict(jwk)).key
+    except (jwt.PyJWTError, ValueError, TypeError, KeyError):
+        return None
+    if isinstance(public_key, PRIVATE_KEYS):
+        public_key = public_key.public_key()  # a JWK with private parts: only its public half is used
+    allowed = algorithms_of(public_key)
+    named = jwk.get("alg")
+    if named is not None:
+        allowed = allowed & {named}
+    return VerificationKey(public_key, allowed) if allowed else None
+
+
+def keys_by_kid(document: Any) -> dict[str, tuple[VerificationKey, str]]:
+    """A JWKS document's usable keys by kid ("" for a key without one), each with its JWK as canonical JSON."""
+    keys: dict[str, tuple[VerificationKey, str]] = {}
+    for jwk in document.get("keys", []) if isinstance(document, dict) else []:
+        if not isinstance(jwk, dict) or not isinstance(jwk.get("kid", ""), str):
+            continue
+        key = verification_key(jwk)
+        if key is not None:
+            keys[jwk.get("kid", "")] = (key, json.dumps(jwk, sort_keys=True))
+    return keys
+
+
+def _pick(keys: Mapping[str, tuple[VerificationKey, str]], kid: str | None) -> VerificationKey | None:
+    if kid is None:  # a token without a kid: only an unambiguous key set verifies it
+        return next(iter(keys.values()))[0] if len(keys) == 1 else None
+    found = keys.get(kid)
+    return found[0] if found is not None else None
+
+
+class StaticKeys:
+    """Keys read once from a file: a PEM public key (or certificate), or a JWKS document."""
+
+    generation = 0
+
+    def __init__(self, keys: Mapping[str, tuple[VerificationKey, str]], *, any_kid: bool) -> None:
+        self._keys = dict(keys)
+        self._any_kid = any_kid  # a PEM key has no kid: it verifies whatever kid a token names
+
+    @classmethod
+    def from_file(cls, path: str) -> StaticKeys:
+        try:
+            data = Path(path).read_bytes()
+        except OSError as error:
+            raise JwksError(f"cannot read --jwt-key {path}: {error.strerror}") from None
+        if data.lstrip().startswith(b"{"):
+            try:
+                keys = keys_by_kid(json.loads(data))
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                raise JwksError(f"--jwt-key {path} is neither a PEM public key nor a JWKS") from None
+            if not keys:
+                raise JwksError(f"--jwt-key {path} holds no RSA, EC or OKP signature key")
+            return cls(keys, any_kid=False)
+        try:
+            if b"-----BEGIN CERTIFICATE-----" in data:
+                public_key: Any = x509.load_pem_x509_certificate(data).public_key()
+            else:
+                public_key = load_pem_public_key(data)
+        except ValueError:
+            raise JwksError(f"--jwt-key {path} is neither a PEM public key nor a JWKS") from None
+        allowed = algorithms_of(public_key)
+        if not allowed:
+            raise JwksError(f"--jwt-key {path} is not an RSA, EC or Ed25519/Ed448 public key")
+        return cls({"": (VerificationKey(public_key, allowed), "")}, any_kid=True)
+
+    def key(self, kid: str | None) -> VerificationKey:
+        found = _pick(self._keys, None if self._any_kid else kid)
+        if found is None:
+            raise CredentialRejected("unknown signing key")
+        return found
+
+
+def trust_store() -> ssl.SSLContext:
+    """The system's trust store, extended by the CA file SSL_CERT_FILE names (and the directory SSL_CERT_DIR
+    names), the variables OpenSSL reads. OpenSSL reads SSL_CERT_FILE instead of the system's bundle: that
+    bundle is loaded too, so the variable adds CAs rather than replacing them."""
+    context = ssl.create_default_context()
+    if os.environ.get("SSL_CERT_FILE"):
+        system_bundle = ssl.get_default_verify_paths().openssl_cafile
+        if system_bundle and os.path.isfile(system_bundle):
+            context.load_verify_locations(cafile=system_bundle)
+    return context
+
+
+def printable_url(url: str) -> str:
+    """`url` fit for a log line: no user, password, query or fragment."""
+    parsed = URL(url)
+    return str(parsed.with_user(None).with_query(None).with_fragment(None))
+
+
+async def fetch_jwks(url: str, context: ssl.SSLContext | None, timeout_seconds: float) -> Any:
+    """The JSON document at `url` (JwksError when it cannot be had)."""
+    timeout = aiohttp.ClientTimeout(total=timeout_seconds)
+    try:
+        async with (
+            aiohttp.ClientSession(timeout=timeout, connector=aiohttp.TCPConnector(ssl=context or False)) as session,
+            session.get(url, allow_redirects=False) as response,
+        ):
+            if response.status != 200:
+                raise JwksError(f"HTTP {response.status}")
+            content = bytearray()
+            async for chunk in response.content.iter_chunked(16384):
+                content += chunk
+                if len(content) > MAX_JWKS_BYTES:
+                    raise JwksError(f"larger than {MAX_JWKS_BYTES} bytes")
+    except (aiohttp.ClientError, TimeoutError, ssl.SSLError, OSError) as error:
+        raise JwksError(str(error) or type(error).__name__) from None
+    try:
+        return json.loads(content)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise JwksError("not JSON") from None
+
+
+class JwksCache:
+    """A key set fetched from `url` and kept current (see the module). `start` fetches it and begins the
+    background refresh, `close` ends it; without `start` it is fetched when first needed."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        timeout_seconds: float = JWKS_TIMEOUT_SECONDS,
+        refresh_seconds: float = 300.0,
+        min_refetch_seconds: float = 5.0,
+        allow_http: bool = False,  # for tests of the push receiver only
+    ) -> None:
+        scheme = URL(url).scheme
+        if scheme != "https" and not (allow_http and scheme == "http"):
+            raise JwksError("a JWKS URL must be https")
+        self.url = url
+        self.generation = 0
+        self._context = trust_store() if scheme == "https" else None
+        self._timeout = timeout_seconds
+        self._refresh_seconds = refresh_seconds
+        self._min_refetch = min_refetch_seconds
+        self._keys: dict[str, tuple[VerificationKey, str]] = {}
+        self._attempted_at = -float("inf")
+        self._lock = asyncio.Lock()
+        self._refresher: asyncio.Task[None] | None = None
+
+    def key(self, kid: str | None) -> VerificationKey:
+        found = _pick(self._keys, kid)
+        if found is not None:
+            return found
+        if kid is not None and (self._lock.locked() or self.may_refetch()):  # a fetch under way: wait for it
+            raise KeysUnknown(self.refresh)
+        raise CredentialRejected("unknown signing key")
+
+    def may_refetch(self) -> bool:
+        return time.monotonic() - self._attempted_at >= self._min_refetch
+
+    async def refresh(self) -> bool:
+        """Fetch the key set again, unless it was fetched (or tried) within `min_refetch_seconds`: another
+        call waiting for the same kid then finds the keys that fetch brought. False when this fetch failed."""
+        async with self._lock:
+            if not self.may_refetch():
+                return True
+            return await self._fetch()
+
+    async def _fetch(self) -> bool:
+        self._attempted_at = time.monotonic()
+        try:
+            document = await fetch_jwks(self.url, self._context, self._timeout)
+        except JwksError as error:
+            log.warning("could not fetch the JWKS from %s: %s", printable_url(self.url), error)
+            return False
+        keys = keys_by_kid(document)
+        if any(keys.get(kid, (None, ""))[1] != jwk for kid, (_, jwk) in self._keys.items()):
+            self.generation += 1  # a key was withdrawn or replaced
+        self._keys = keys
+        if not keys:
+            log.warning("the JWKS at %s holds no usable signature key", printable_url(self.url))
+        return True
+
+    async def start(self) -> None:
+        """Fetch the keys (a failure is logged: tokens are refused until a fetch succeeds) and keep them current."""
+        async with self._lock:
+            await self._fetch()
+        if self._refresher is None:
+            self._refresher = asyncio.create_task(self._keep_current(), name="a2a-grpc-jwks-refresh")
+
+    async def _keep_current(self) -> None:
+        while True:
+            await asyncio.sleep(self._refresh_seconds)
+            async with self._lock:
+                await self._fetch()
+
+    async def close(self) -> None:
+        refresher, self._refresher = self._refresher, None
+        if refresher is not None:
+            refresher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await refresher

@@ -1,0 +1,222 @@
+"""Real credentials made by a test: a CA and the certificates it issues, JWT signing keys and the tokens they
+sign, and a JWKS served over HTTPS on 127.0.0.1 with a certificate of that CA."""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import hashlib
+import hmac
+import ipaddress
+import json
+import ssl
+import tempfile
+import time
+from collections.abc import AsyncIterator, Iterable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jwt
+from aiohttp import web
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+ISSUER = "https://issuer.test"
+AUDIENCE = "a2a-grpc-tests"
+
+PrivateKey = rsa.RSAPrivateKey | ec.EllipticCurvePrivateKey
+
+
+def pem_key(key: PrivateKey) -> bytes:
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+
+
+def pem_public(key: PrivateKey) -> bytes:
+    return key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+
+
+def pem_cert(cert: x509.Certificate) -> bytes:
+    return cert.public_bytes(serialization.Encoding.PEM)
+
+
+@dataclass
+class Issued:
+    cert: x509.Certificate
+    key: PrivateKey
+
+    def write(self, directory: Path, name: str) -> tuple[str, str]:
+        cert_path, key_path = directory / f"{name}.crt", directory / f"{name}.key"
+        cert_path.write_bytes(pem_cert(self.cert))
+        key_path.write_bytes(pem_key(self.key))
+        return str(cert_path), str(key_path)
+
+
+class CA:
+    """A self-signed certificate authority that issues server and client certificates."""
+
+    def __init__(self, name: str = "a2a-grpc test CA") -> None:
+        self.key = ec.generate_private_key(ec.SECP256R1())
+        subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+        now = datetime.datetime.now(datetime.UTC)
+        self.cert = (
+            x509.CertificateBuilder()
+            .subject_name(subject)
+            .issuer_name(subject)
+            .public_key(self.key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .add_extension(
+                x509.KeyUsage(
+                    digital_signature=True,
+                    content_commitment=False,
+                    key_encipherment=False,
+                    data_encipherment=False,
+                    key_agreement=False,
+                    key_cert_sign=True,
+                    crl_sign=True,
+                    encipher_only=False,
+                    decipher_only=False,
+                ),
+                critical=True,
+            )
+            .add_extension(x509.SubjectKeyIdentifier.from_public_key(self.key.public_key()), critical=False)
+            .sign(self.key, hashes.SHA256())
+        )
+
+    @property
+    def pem(self) -> bytes:
+        return pem_cert(self.cert)
+
+    def write(self, path: Path) -> str:
+        path.write_bytes(self.pem)
+        return str(path)
+
+    def issue(
+        self,
+        common_name: str | None,
+        *,
+        dns: Iterable[str] = (),
+        ips: Iterable[str] = (),
+        uris: Iterable[str] = (),
+        server: bool = False,
+    ) -> Issued:
+        key = ec.generate_private_key(ec.SECP256R1())
+        now = datetime.datetime.now(datetime.UTC)
+        names = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, "a2a-grpc tests")]
+        if common_name is not None:
+            names.append(x509.NameAttribute(NameOID.COMMON_NAME, common_name))
+        alternatives: list[x509.GeneralName] = [x509.DNSName(name) for name in dns]
+        alternatives += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ips]
+        alternatives += [x509.UniformResourceIdentifier(uri) for uri in uris]
+        usage = ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH
+        builder = (
+            x509.CertificateBuilder()
+            .subject_name(x509.Name(names))
+            .issuer_name(self.cert.subject)
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+            .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(self.key.public_key()), critical=False)
+        )
+        if alternatives:
+            builder = builder.add_extension(x509.SubjectAlternativeName(alternatives), critical=False)
+        return Issued(builder.sign(self.key, hashes.SHA256()), key)
+
+
+def b64url(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def standard_claims(subject: str, **claims: Any) -> dict[str, Any]:
+    now = int(time.time())
+    return {"iss": ISSUER, "aud": AUDIENCE, "sub": subject, "iat": now, "exp": now + 300, **claims}
+
+
+@dataclass
+class SigningKey:
+    kid: str
+    key: PrivateKey
+    algorithm: str
+
+    def jwk(self) -> dict[str, Any]:
+        key = self.key
+        if isinstance(key, rsa.RSAPrivateKey):
+            public = jwt.algorithms.RSAAlgorithm.to_jwk(key.public_key())
+        else:
+            public = jwt.algorithms.ECAlgorithm.to_jwk(key.public_key())
+        jwk: dict[str, Any] = json.loads(public)
+        return {**jwk, "kid": self.kid, "alg": self.algorithm, "use": "sig"}
+
+    def sign(self, claims: dict[str, Any], *, kid: str | None = None) -> str:
+        return jwt.encode(claims, self.key, algorithm=self.algorithm, headers={"kid": kid or self.kid})
+
+
+def rsa_key(kid: str) -> SigningKey:
+    return SigningKey(kid, rsa.generate_private_key(public_exponent=65537, key_size=2048), "RS256")
+
+
+def ec_key(kid: str) -> SigningKey:
+    return SigningKey(kid, ec.generate_private_key(ec.SECP256R1()), "ES256")
+
+
+def unsigned_token(claims: dict[str, Any], kid: str) -> str:
+    """`alg: none`: no signature at all."""
+    header = b64url(json.dumps({"alg": "none", "typ": "JWT", "kid": kid}).encode())
+    return f"{header}.{b64url(json.dumps(claims).encode())}."
+
+
+def hs256_with_public_key(claims: dict[str, Any], signing: SigningKey) -> str:
+    """Key confusion: HS256 "signed" with the issuer's public key, which a verifier that lets the token pick
+    its algorithm would take as the HMAC secret."""
+    header = b64url(json.dumps({"alg": "HS256", "typ": "JWT", "kid": signing.kid}).encode())
+    signing_input = f"{header}.{b64url(json.dumps(claims).encode())}"
+    secret = pem_public(signing.key)
+    return f"{signing_input}.{b64url(hmac.new(secret, signing_input.encode(), hashlib.sha256).digest())}"
+
+
+@dataclass
+class JwksServer:
+    url: str
+    document: dict[str, Any] = field(default_factory=lambda: {"keys": []})
+    fetches: list[float] = field(default_factory=list)
+
+    def publish(self, *keys: SigningKey) -> None:
+        self.document["keys"] = [key.jwk() for key in keys]
+
+
+@asynccontextmanager
+async def serve_jwks(ca: CA, *keys: SigningKey) -> AsyncIterator[JwksServer]:
+    """A JWKS over HTTPS on 127.0.0.1, with a certificate `ca` issued (clients must trust `ca`)."""
+    issued = ca.issue("127.0.0.1", ips=["127.0.0.1"], server=True)
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    with tempfile.TemporaryDirectory() as directory:  # ssl loads a chain from files only
+        context.load_cert_chain(*issued.write(Path(directory), "jwks"))
+    server = JwksServer(url="")
+
+    async def jwks(request: web.Request) -> web.Response:
+        server.fetches.append(time.monotonic())
+        return web.json_response(server.document)
+
+    app = web.Application()
+    app.router.add_get("/.well-known/jwks.json", jwks)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=context)
+    await site.start()
+    server.url = f"https://127.0.0.1:{runner.addresses[0][1]}/.well-known/jwks.json"
+    server.publish(*keys)
+    try:
+        yield server
+    finally:
+        await runner.cleanup()
