@@ -171,7 +171,10 @@ class ExtensionRegistry:
         return violations
 
     def _check(self, payload: ExtensionPayload) -> list[tuple[str, str]]:
-        data = json_format.MessageToDict(payload.value)
+        try:
+            data = json_format.MessageToDict(payload.value)
+        except ValueError:  # NaN or an infinity: JSON has no such number
+            return [(payload.path, f"is not JSON data (a number is NaN or infinite): extension {payload.uri}")]
         error = jsonschema.exceptions.best_match(self._validators[payload.uri].iter_errors(data))
         if error is None:
             return []
