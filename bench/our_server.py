@@ -5,6 +5,11 @@ it is installed, like `a2a-grpc serve`. With `--workers N` (a postgresql:// stor
 worker processes sharing one port, supervised by the same code as `a2a-grpc serve --workers N`
 (a2a_grpc.workers); each worker prints the ready line once it serves. Its card (the demo card) declares
 pushNotifications; `--push-allow 127.0.0.1 --push-allow-http` lets it notify the bench's loopback receiver.
+
+`--telemetry` (the telemetry.* cases): `off` turns the access log, the metrics and tracing off; `on` writes the
+access log as production does (INFO, JSON lines through a real handler: a FileHandler on --access-log-file)
+and counts the metrics; `tracing` adds a span per call, exported nowhere (OTEL_TRACES_EXPORTER=none). Without
+it (`default`) the server keeps ServerSettings' defaults, its access logger silenced by the WARNING level.
 """
 
 from __future__ import annotations
@@ -22,6 +27,8 @@ from a2a_grpc.agents.echo import EchoAgent
 from a2a_grpc.cli import run_async
 from a2a_grpc.push.service import PushSettings
 from a2a_grpc.server import A2AServer, ServerSettings
+from a2a_grpc.telemetry import ACCESS_LOGGER, JsonFormatter
+from a2a_grpc.telemetry.tracing_setup import use_sdk_unless_configured
 from a2a_grpc.workers import Supervisor, held_ports, stop_when_orphaned, worker_index
 from bench.agents import ChunkAgent, RequiredExtensionEchoAgent, TickAgent
 from bench.protocol import serve_until_signalled
@@ -33,6 +40,7 @@ AGENTS: dict[str, Callable[[], AgentExecutor]] = {
     "ticks": TickAgent,
 }
 GRACE_SECONDS = 1.0
+TELEMETRY = ("default", "off", "on", "tracing")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -57,10 +65,40 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="PushSettings.allow: a host or CIDR webhooks may reach although local (the bench's receiver: 127.0.0.1)",
     )
     parser.add_argument("--push-allow-http", action="store_true", help="PushSettings.allow_http: plain http webhooks")
+    parser.add_argument(
+        "--telemetry",
+        choices=TELEMETRY,
+        default="default",
+        help="off: no access log, metrics or tracing; on: the access log (JSON, INFO, to --access-log-file) and "
+        "the metrics; tracing: those and tracing (OTEL_TRACES_EXPORTER=none); default: ServerSettings' defaults",
+    )
+    parser.add_argument("--access-log-file", default=os.devnull, help="where --telemetry on|tracing writes the log")
     return parser.parse_args(argv)
 
 
+def configure_telemetry(args: argparse.Namespace) -> tuple[bool, bool, bool]:
+    """ServerSettings' access_log, metrics and tracing as `--telemetry` sets them, once what they need is set
+    up: the access logger's JSON handler, the tracer provider."""
+    if args.telemetry == "default":
+        defaults = ServerSettings()
+        return defaults.access_log, defaults.metrics, defaults.tracing
+    on = args.telemetry != "off"
+    if on:
+        handler = logging.FileHandler(args.access_log_file)
+        handler.setFormatter(JsonFormatter())
+        access = logging.getLogger(ACCESS_LOGGER)
+        access.setLevel(logging.INFO)
+        access.addHandler(handler)
+        access.propagate = False
+    tracing = args.telemetry == "tracing"
+    if tracing:
+        os.environ.setdefault("OTEL_TRACES_EXPORTER", "none")
+        use_sdk_unless_configured()
+    return on, on, tracing
+
+
 async def serve(args: argparse.Namespace, worker: bool) -> int:
+    access_log, metrics, tracing = configure_telemetry(args)
     settings = ServerSettings(
         listen=args.listen,
         http_listen="",
@@ -71,6 +109,9 @@ async def serve(args: argparse.Namespace, worker: bool) -> int:
         echo_unary_headers=args.unary_echo == "headers",
         worker_mode=worker,
         push=PushSettings(allow=tuple(args.push_allow), allow_http=args.push_allow_http),
+        access_log=access_log,
+        metrics=metrics,
+        tracing=tracing,
     )
     agent: AgentExecutor = AGENTS[args.agent]()
     server = A2AServer(settings, agent=agent)

@@ -78,6 +78,14 @@ PUSH_NOTES = (
     "the 2 owed per task ('missing' = the shortfall), duplicates (the same body again: delivery is at least "
     "once), bodies that are no StreamResponse, wrong tokens.",
 )
+TELEMETRY_NOTES = (
+    "telemetry.send.* = our server as in send.memory.noext (echo agent, memory store, no extension interceptor), "
+    "measured at the highest --concurrency only, side by side: off = access log, metrics and tracing off; on = "
+    "the access log written as in production (INFO on the a2a_grpc.access logger, JSON lines through a "
+    "logging.FileHandler and JsonFormatter to a file) and the Prometheus metrics counted; tracing = those and an "
+    "OpenTelemetry span per call (the SDK's TracerProvider, OTEL_TRACES_EXPORTER=none: made and ended, exported "
+    "nowhere). The ratios on/off and tracing/off, from the same interleaved turns, are what they cost.",
+)
 
 
 def _fmt(value: Any, digits: int = 0) -> str:
@@ -144,6 +152,8 @@ def _details(r: Record) -> list[str]:
         if r.get("receiver_cpu_us") is not None:
             receiver += f", {r['receiver_cpu_us']:.0f} us/notification"
         details.append(f"server {_fmt(r['server_cpu_us_whole'])} us/req over the whole job; {receiver}")
+    if r.get("access_log_lines") is not None:
+        details.append(f"access log: {r['access_log_lines']:,} JSON lines written this run")
     if r.get("db_cpu_cores") is not None:
         details.append(f"PostgreSQL {r['db_cpu_cores']:.2f} cores, {_fmt(r['db_cpu_us'])} us/op")
     if "connections_per_worker" in r:
@@ -221,6 +231,7 @@ def ratios(records: list[Record], concurrencies: list[int]) -> list[Record]:
         out.append(_entry(f"send.sdk@{c} / bare", _paired(by_name, f"send.sdk@{c}", f"send.bare@{c}")))
         out += _replica_ratios(by_name, c)
         out += _push_ratios(by_name, c)
+        out += _telemetry_ratios(by_name, c)
     for top, bottom in (
         ("stream.ours", "stream.sdk"),
         ("stream.ours", "stream.bare"),
@@ -275,6 +286,47 @@ def _push_targets(records: dict[str, Record], c: int) -> list[Record]:
         name = f"{PUSH_ON}@{c}: every notification owed delivered (all runs)"
         out.append({"target": name, "value": missing, "met": missing == 0, "unit": "missing"})
     return out
+
+
+TELEMETRY_OFF, TELEMETRY_ON, TELEMETRY_TRACING = "telemetry.send.off", "telemetry.send.on", "telemetry.send.tracing"
+TELEMETRY_FLOOR = 0.9
+
+
+def _telemetry_ratios(records: dict[str, Record], c: int) -> list[Record]:
+    off = f"{TELEMETRY_OFF}@{c}"
+    out = []
+    for family, label in ((TELEMETRY_ON, "on"), (TELEMETRY_TRACING, "tracing")):
+        name = f"{family}@{c}"
+        out.append(_entry(f"{name} / off", _paired(records, name, off)))
+        out.append(
+            _entry(f"telemetry overhead {name}, server CPU ({label}/off - 1)", _added_cpu(records, name, off), True)
+        )
+    return out
+
+
+def _telemetry_targets(records: dict[str, Record], c: int) -> list[Record]:
+    value = _ratio(records, f"{TELEMETRY_ON}@{c}", f"{TELEMETRY_OFF}@{c}")
+    if value is None:
+        return []
+    name = f"{TELEMETRY_ON}@{c} >= {TELEMETRY_FLOOR}x {TELEMETRY_OFF}@{c}"
+    return [{"target": name, "value": value, "met": value >= TELEMETRY_FLOOR}]
+
+
+def telemetry_notes(records: list[Record], concurrencies: list[int]) -> list[str]:
+    """The telemetry cases' server CPU per request, and what each call costs on top of `off`."""
+    c = max(concurrencies)
+    by_name = {r["name"]: r for r in records if "rate" in r}
+    off = by_name.get(f"{TELEMETRY_OFF}@{c}", {}).get("server_cpu_us")
+    notes = []
+    for family in (TELEMETRY_OFF, TELEMETRY_ON, TELEMETRY_TRACING):
+        r = by_name.get(f"{family}@{c}")
+        if r is None:
+            continue
+        added = "" if family == TELEMETRY_OFF or not off else f" ({r['server_cpu_us'] - off:+.0f} us on off's)"
+        notes.append(
+            f"{family}@{c}: {r['rate']:,.0f} req/s, server CPU per request {_fmt(r['server_cpu_us'])} us{added}"
+        )
+    return notes
 
 
 REPLICA_PAIRS = (
@@ -333,7 +385,7 @@ def targets(records: list[Record], concurrencies: list[int]) -> list[Record]:
             name = f"extension overhead send.{store}@{c} < 5% (server CPU, ext/noext - 1)"
             value = statistics.median(added)
             out.append({"target": name, "value": value, "met": value < 0.05, "percent": True})
-    return out + _replica_targets(by_name, c) + _push_targets(by_name, c)
+    return out + _replica_targets(by_name, c) + _push_targets(by_name, c) + _telemetry_targets(by_name, c)
 
 
 def ceiling_note(records: list[Record], concurrencies: list[int]) -> str | None:
@@ -455,7 +507,14 @@ def fixed_notes(records: list[Record], extra: Iterable[str]) -> list[str]:
     measured)."""
     replicas = any(r["name"].startswith("replicas.") and "rate" in r for r in records)
     push = any(r["name"].startswith("push.") and "rate" in r for r in records)
-    return [*extra, *NOTES, *(REPLICA_NOTES if replicas else ()), *(PUSH_NOTES if push else ())]
+    telemetry = any(r["name"].startswith("telemetry.") and "rate" in r for r in records)
+    return [
+        *extra,
+        *NOTES,
+        *(REPLICA_NOTES if replicas else ()),
+        *(PUSH_NOTES if push else ()),
+        *(TELEMETRY_NOTES if telemetry else ()),
+    ]
 
 
 def _notes(records: list[Record], concurrencies: list[int], extra: Iterable[str]) -> list[str]:
@@ -468,6 +527,7 @@ def _notes(records: list[Record], concurrencies: list[int], extra: Iterable[str]
         found
         + replica_cpu_notes(records, concurrencies)
         + push_cpu_notes(records, concurrencies)
+        + telemetry_notes(records, concurrencies)
         + fixed_notes(records, extra)
     )
 
@@ -501,6 +561,7 @@ def write_json(
         "not_cpu_bound": unsaturated_note(records, concurrencies),
         "replicas": replica_cpu_notes(records, concurrencies),
         "push": push_cpu_notes(records, concurrencies),
+        "telemetry": telemetry_notes(records, concurrencies),
         "notes": fixed_notes(records, extra_notes),
     }
     path.write_text(json.dumps(document, indent=2) + "\n")

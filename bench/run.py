@@ -15,10 +15,14 @@ Case families (filter them with --cases, shell-style patterns):
                                                           config naming the bench's loopback webhook receiver (.off:
                                                           the identical server and messages, without the config);
                                                           then the delivery latency and every notification counted
+  telemetry.send.{off,on,tracing}                         SendMessage, echo agent, memory store, at the highest
+                                                          --concurrency only: access log, metrics and tracing off;
+                                                          the access log written (JSON, INFO, a file) and metrics;
+                                                          those and tracing (a span per call, exported nowhere)
 
 The PostgreSQL cases run on a throwaway cluster the bench starts on 127.0.0.1 (or on --postgres URL), each
 server on a database of its own; without the PostgreSQL server binaries they are skipped (one line says so).
-Just these rows: --cases 'replicas.*' --concurrency 64 (or --cases 'push.*').
+Just these rows: --cases 'replicas.*' --concurrency 64 (or --cases 'push.*', or --cases 'telemetry.*').
 
 The send cases at one concurrency are measured together: all their servers run at once and the load moves
 from one to the next every --slice seconds, so a ratio between two of them pairs turns taken a second apart.
@@ -81,6 +85,13 @@ class Family:
     # "on": every message carries a push config naming the bench's receiver; "off": the same server (allowed to
     # reach the receiver), messages without one; "": a server without the push settings
     push: str = ""
+    # our_server --telemetry: "off", "on" (access log JSON to a file, metrics), "tracing" (and spans); "": default
+    telemetry: str = ""
+    top_only: bool = False  # measured at the highest --concurrency only
+
+    def levels(self, concurrency: list[int]) -> list[int]:
+        """The concurrencies a send family is measured at."""
+        return [max(concurrency)] if self.top_only else list(concurrency)
 
 
 FAMILIES = (
@@ -103,6 +114,9 @@ FAMILIES = (
     Family("replicas.subscribe", "replica", "ours", "postgres"),
     Family("push.send.sqlite", "send", "ours", "sqlite", push="on"),
     Family("push.send.sqlite.off", "send", "ours", "sqlite", push="off"),
+    Family("telemetry.send.off", "send", "ours", telemetry="off", top_only=True),
+    Family("telemetry.send.on", "send", "ours", telemetry="on", top_only=True),
+    Family("telemetry.send.tracing", "send", "ours", telemetry="tracing", top_only=True),
 )
 
 
@@ -247,7 +261,21 @@ class Bench:
         argv = [sys.executable, "-m", "bench.our_server", "--store", store, "--agent", agent]
         argv += ["--unary-echo", family.unary_echo, "--workers", str(family.workers)]
         argv += ["--push-allow", "127.0.0.1", "--push-allow-http"] if family.push else []
+        if family.telemetry:
+            argv += ["--telemetry", family.telemetry, "--access-log-file", str(self._access_log(family))]
         return argv + (["--no-extensions"] if family.kind == "send" and not family.extension else [])
+
+    def _access_log(self, family: Family) -> Path:
+        """Where a telemetry.* family's server writes its access log in this run."""
+        return Path(self._scratch.name) / f"{family.name}.{self._repetition + 1}.log"
+
+    def _access_lines(self, family: Family) -> int | None:
+        """The lines a telemetry.* family's server has written to its access log so far in this run."""
+        path = self._access_log(family)
+        if not family.telemetry or not path.exists():
+            return None
+        with path.open("rb") as log:
+            return sum(1 for _ in log)
 
     def _profiler(self, family: Family, server: ServerProcess) -> subprocess.Popen[bytes] | None:
         if not self.args.profile or family.server != "ours":
@@ -277,14 +305,14 @@ class Bench:
             "workers": family.workers,
             **result,
         }
-        if family.name.startswith(("replicas.", "push.")):
+        if family.name.startswith(("replicas.", "push.", "telemetry.")):
             record["cpus"] = len(os.sched_getaffinity(0))
             record["server_cpus"] = len(self.server_cpus) if self.server_cpus else None
         self._runs.setdefault(record["name"], []).append(record)
         print("\n".join(report.row(record)), flush=True)
 
     def _not_run(self, family: Family, key: str, reason: str) -> None:
-        levels = self.args.concurrency if family.kind == "send" else [None]
+        levels: list[int | None] = [*family.levels(self.args.concurrency)] if family.kind == "send" else [None]
         done = {name for name, runs in self._runs.items() if len(runs) > self._repetition}
         for c in levels:
             suffix = f"@{c}" if c is not None else ""
@@ -351,20 +379,25 @@ class Bench:
             # without a receiver (none started), the pushing cases are left out: they have their FAILED line
             servers, failed_servers = self._start_send_servers(stack, pushing=not failed)
             failed += failed_servers
-            started = list(servers.values())
-            metadata = [EXTENSION_METADATA if family.extension else measure.V1 for family in servers]
-            channels = [max(self.args.channels, family.channels) for family in servers]
-            push = [family.push == "on" for family in servers]
-            for c in self.args.concurrency if servers else []:
+            for c in self.args.concurrency:
+                # the families measured at this concurrency, side by side
+                measured = [family for family in servers if c in family.levels(self.args.concurrency)]
+                if not measured:
+                    continue
+                started = [servers[family] for family in measured]
+                metadata = [EXTENSION_METADATA if family.extension else measure.V1 for family in measured]
+                channels = [max(self.args.channels, family.channels) for family in measured]
+                push = [family.push == "on" for family in measured]
                 try:
                     results = measure.measure_send(
                         started, metadata, self.pool, self.settings, c, channels, push, receiver
                     )
                 except Exception as error:
                     failed += 1
-                    results = [{"failed": f"{type(error).__name__}: {error}", "concurrency": c}] * len(servers)
-                for family, result in zip(servers, results, strict=True):
-                    self._record(family, result, f"@{c}")
+                    results = [{"failed": f"{type(error).__name__}: {error}", "concurrency": c}] * len(measured)
+                for family, result in zip(measured, results, strict=True):
+                    lines = self._access_lines(family)
+                    self._record(family, result if lines is None else {**result, "access_log_lines": lines}, f"@{c}")
         return failed
 
     def run_replica_family(self, family: Family) -> None:

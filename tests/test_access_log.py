@@ -10,10 +10,15 @@ that neither message text nor a bearer token ever appears, and the CLI switches 
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import logging
+import os
 import signal
+import threading
+import time
 from collections.abc import AsyncIterator, Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -24,11 +29,13 @@ from process import send_text, serve_process
 from rpc_helpers import TEST_SECONDS, Stub, assert_error, bearer, make_stub, read_all, rpc_error
 
 from a2a_grpc.agent import EventPublisher, RequestContext
+from a2a_grpc.call import CallContext
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.interceptors.server import errors as errors_guard
 from a2a_grpc.server import A2AServer, ServerSettings
 from a2a_grpc.store.memory import MemoryStore
-from a2a_grpc.telemetry import ACCESS_LOGGER, JsonFormatter, log_format
+from a2a_grpc.telemetry import ACCESS_LOGGER, AccessLog, JsonFormatter, log_format
+from a2a_grpc.telemetry.outcome import OK
 
 REQUIRED = "https://example.com/ext/required/v1"
 OPTIONAL = "https://example.com/ext/optional/v1"
@@ -342,3 +349,124 @@ def test_serve_writes_json_lines_and_the_access_log_can_be_turned_off(tmp_path: 
         server.send_signal(signal.SIGTERM)
         assert server.wait() == 0
     assert "serving A2A on " in server.stderr and ACCESS_LOGGER not in server.stderr
+
+
+class _Context:
+    """What the access log asks of a grpc.aio servicer context."""
+
+    def peer(self) -> str:
+        return "ipv4:127.0.0.1:50000"
+
+    def invocation_metadata(self) -> tuple[tuple[str, str], ...]:
+        return ()
+
+
+class _Records(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+def _answered(task_id: str = "task-1") -> a2a_pb2.SendMessageResponse:
+    response = a2a_pb2.SendMessageResponse()
+    response.task.id, response.task.context_id = task_id, "context-1"
+    return response
+
+
+def _isolated_logger(name: str, *handlers: logging.Handler) -> logging.Logger:
+    logger = logging.getLogger(f"{ACCESS_LOGGER}.test.{name}")
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+    logger.handlers = list(handlers)
+    logger.filters = []
+    return logger
+
+
+def _write(access_log: AccessLog, task_id: str = "task-1") -> bool:
+    call = CallContext(method="SendMessage", principal=PRINCIPAL)
+    return access_log.write("SendMessage", _Context(), call, OK, 0.0012, _answered(task_id), None)
+
+
+def test_a_json_handler_writes_the_line_its_formatter_makes_of_the_record() -> None:
+    stream = io.StringIO()
+    written = logging.StreamHandler(stream)  # what `--log-format json` sets up: written without a LogRecord
+    written.setFormatter(JsonFormatter())
+    records = _Records()  # a handler of another kind: gets the LogRecord
+    direct = _isolated_logger("direct", written)
+    recorded = _isolated_logger("recorded", records)
+    before = time.time()
+    assert _write(AccessLog(direct)) and _write(AccessLog(recorded))
+    after = time.time()
+    line = json.loads(stream.getvalue())
+    expected = json.loads(JsonFormatter().format(records.records[0]))
+    assert stream.getvalue().endswith("}\n") and stream.getvalue().count("\n") == 1
+    assert line.pop("logger") == direct.name and expected.pop("logger") == recorded.name
+    stamped = datetime.fromisoformat(line.pop("time")).timestamp()
+    assert before - 0.001 <= stamped <= after
+    expected.pop("time")
+    assert line == expected
+    assert line["level"] == "INFO" and line["task_id"] == "task-1" and line["principal"] == PRINCIPAL
+
+
+def test_a_filter_or_a_text_handler_gets_every_line_as_a_record() -> None:
+    stream = io.StringIO()
+    json_handler = logging.StreamHandler(stream)
+    json_handler.setFormatter(JsonFormatter())
+    logger = _isolated_logger("filtered", json_handler)
+    logger.addFilter(lambda record: getattr(record, "fields", {}).get("task_id") != "task-dropped")
+    access_log = AccessLog(logger)
+    assert _write(access_log, "task-dropped") and _write(access_log, "task-kept")
+    assert [json.loads(line)["task_id"] for line in stream.getvalue().splitlines()] == ["task-kept"]
+    text = io.StringIO()
+    text_handler = logging.StreamHandler(text)
+    text_handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    logger = _isolated_logger("text", text_handler)
+    assert _write(AccessLog(logger))
+    assert text.getvalue().startswith(f"INFO {logger.name}: method=SendMessage code=OK duration_ms=1.2 ")
+
+
+def test_each_record_carries_what_a_log_call_would_record() -> None:
+    records = _Records()
+    access_log = AccessLog(_isolated_logger("records", records))
+    before = time.time()
+    for task_id in ("task-1", "task-2", "task-3"):
+        assert _write(access_log, task_id)
+    after = time.time()
+    first, *copied = records.records
+    made = logging.getLogger("any").makeRecord("any", logging.INFO, __file__, 1, "%s", ("x",), None)
+    for record in records.records:
+        assert record.__dict__.keys() >= made.__dict__.keys()
+        assert (record.levelno, record.levelname, record.name) == (
+            logging.INFO,
+            "INFO",
+            f"{ACCESS_LOGGER}.test.records",
+        )
+        assert (record.process, record.thread) == (os.getpid(), threading.get_ident())
+        assert record.exc_info is None and record.stack_info is None
+        assert before <= record.created <= after and 0 <= record.msecs < 1000
+    assert [record.__dict__["fields"]["task_id"] for record in records.records] == ["task-1", "task-2", "task-3"]
+    assert all(record.getMessage().endswith("context_id=context-1") for record in records.records)
+    assert all(record.relativeCreated >= first.relativeCreated for record in copied)
+    assert "task_id=task-2" in copied[0].getMessage()
+
+
+def test_a_record_factory_of_the_application_makes_every_record() -> None:
+    records = _Records()
+    access_log = AccessLog(_isolated_logger("factory", records))
+    default = logging.getLogRecordFactory()
+
+    def tagged(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        record = default(*args, **kwargs)
+        record.tag = "ours"
+        return record
+
+    assert _write(access_log)  # the first, before the factory
+    logging.setLogRecordFactory(tagged)
+    try:
+        assert _write(access_log) and _write(access_log)
+    finally:
+        logging.setLogRecordFactory(default)
+    assert [getattr(record, "tag", None) for record in records.records] == [None, "ours", "ours"]

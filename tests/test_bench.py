@@ -8,7 +8,8 @@ first time: they run when A2A_GRPC_BENCH_SDK=1 (installing it if need be), or wh
 already and A2A_GRPC_BENCH_SDK is not 0. The other cases always run, offline. The replicas.* cases need
 PostgreSQL: they run as the PostgreSQL store tests do (the `postgres_server` fixture), on the bench's own
 throwaway cluster, or on $A2A_GRPC_TEST_POSTGRES_URL when set. The push.* cases run offline too: their webhook
-receiver is the bench's own, on 127.0.0.1.
+receiver is the bench's own, on 127.0.0.1. So do the telemetry.* cases (tracing with the `otel` extra, which the
+test environment installs, exported nowhere).
 """
 
 from __future__ import annotations
@@ -50,6 +51,8 @@ SUBSCRIBERS = 4
 REPLICA_CONCURRENCY = 16  # 8 callers per load process: each opens 8 connections, for both workers to get some
 REPLICA_SEND = ("replicas.send.sqlite", "replicas.send.pg", "replicas.send.pg-workers2")
 PUSH_CONCURRENCY = 8
+TELEMETRY_CONCURRENCY = (2, 4)  # measured at the highest only
+TELEMETRY = ("telemetry.send.off", "telemetry.send.on", "telemetry.send.tracing")
 
 
 def _selected(names: tuple[str, ...]) -> list[str]:
@@ -108,6 +111,24 @@ def push_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], 
         "--duration=1",
         "--warmup=0.2",
         f"--concurrency={PUSH_CONCURRENCY}",
+        f"--out={out}",
+    ]
+    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout.partition("\nNotes:")[0][-4000:] + done.stderr[-4000:]
+    return json.loads(out.read_text()), done.stdout
+
+
+@pytest.fixture(scope="module")
+def telemetry_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], str]:
+    out = tmp_path_factory.mktemp("bench-telemetry") / "results.json"
+    argv = [
+        "bash",
+        str(ROOT / "scripts" / "bench"),
+        "--cases=telemetry.*",
+        "--quick",
+        "--duration=1",
+        "--warmup=0.2",
+        f"--concurrency={','.join(map(str, TELEMETRY_CONCURRENCY))}",
         f"--out={out}",
     ]
     done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=300)
@@ -298,4 +319,37 @@ def test_push_cases_deliver_every_notification(push_run: tuple[dict[str, Any], s
     }
     assert len(document["push"]) == 3  # where the CPUs went, with and without push; the delivery figures
     for line in ("tasks notified", "delivery p50", "us/notification", "Targets:"):
+        assert line in stdout
+
+
+@pytest.mark.timeout(400)
+def test_telemetry_cases_are_measured_side_by_side_with_the_access_log_written(
+    telemetry_run: tuple[dict[str, Any], str],
+) -> None:
+    document, stdout = telemetry_run
+    cases = _cases(document)
+    c = max(TELEMETRY_CONCURRENCY)
+    assert sorted(cases) == sorted(f"{family}@{c}" for family in TELEMETRY)  # the highest concurrency only
+    cycles = document["meta"]["send_cycles"] * document["meta"]["repeat"]
+    for name, case in cases.items():
+        assert "skipped" not in case and "failed" not in case, (name, case)
+        assert case["errors"] == 0, (name, case["first_error"])
+        assert case["completed"] > 0 and len(case["cycle_rates"]) == cycles, name
+        assert case["server_cpu_us"] > 0, name
+    assert "access_log_lines" not in cases[f"telemetry.send.off@{c}"]
+    for family in ("telemetry.send.on", "telemetry.send.tracing"):  # one JSON line per call, warm-up included
+        assert cases[f"{family}@{c}"]["access_log_lines"] >= cases[f"{family}@{c}"]["completed"], family
+    names = {r["ratio"] for r in document["ratios"]}
+    assert {
+        f"telemetry.send.on@{c} / off",
+        f"telemetry.send.tracing@{c} / off",
+        f"telemetry overhead telemetry.send.on@{c}, server CPU (on/off - 1)",
+        f"telemetry overhead telemetry.send.tracing@{c}, server CPU (tracing/off - 1)",
+    } <= names
+    for ratio in document["ratios"]:
+        if ratio["ratio"].endswith(" / off"):
+            assert ratio["value"] > 0 and len(ratio["quartiles"]) == 2, ratio
+    assert {t["target"] for t in document["targets"]} == {f"telemetry.send.on@{c} >= 0.9x telemetry.send.off@{c}"}
+    assert len(document["telemetry"]) == 3  # each case's server CPU per request
+    for line in ("JSON lines written", "server CPU per request", "Targets:"):
         assert line in stdout

@@ -1,0 +1,75 @@
+"""In-process microbenchmark of one access line: `python -m bench.access_line [--format json|text] [-n N]`.
+
+Writes N lines of a SendMessage call (as the bench's echo agent answers it) through `AccessLog.write`,
+the way `a2a-grpc serve` configures logging (the root logger's StreamHandler, with `--log-format json`
+the JsonFormatter), to /dev/null, and prints the microseconds each line took, best of a few rounds. With
+--no-handler, the logger is enabled but has no handler (what is left: the AccessLog's own work).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import time
+from typing import Any
+
+from a2a_grpc.call import CallContext
+from a2a_grpc.generated import a2a_pb2
+from a2a_grpc.telemetry import ACCESS_LOGGER, AccessLog, JsonFormatter
+from a2a_grpc.telemetry.outcome import OK
+
+TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"  # `a2a-grpc serve`'s
+
+
+class _Context:
+    """What the access log asks of a grpc.aio servicer context."""
+
+    def peer(self) -> str:
+        return "ipv4:127.0.0.1:53124"
+
+    def invocation_metadata(self) -> tuple[tuple[str, str], ...]:
+        return ()
+
+
+def per_line_us(log_format: str, lines: int, handler: bool = True, rounds: int = 5) -> float:
+    """The best round's microseconds per access line."""
+    logger = logging.getLogger(ACCESS_LOGGER)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+    sink = open("/dev/null", "w")  # noqa: SIM115 - closed below
+    stream = logging.StreamHandler(sink)
+    stream.setFormatter(JsonFormatter() if log_format == "json" else logging.Formatter(TEXT_FORMAT))
+    if handler:
+        logger.addHandler(stream)
+    try:
+        access = AccessLog(logger)
+        response = a2a_pb2.SendMessageResponse()
+        response.task.id = "8f2b7a4e-5c1d-4e8a-9b3f-2d6c0a1e7f45"
+        response.task.context_id = "1c9e4d2a-7b3f-4a6e-8d5c-0f2e1b3a9c87"
+        call = CallContext(method="SendMessage", principal="alice")
+        context: Any = _Context()
+        best = float("inf")
+        for _ in range(rounds):
+            started = time.perf_counter()
+            for _ in range(lines):
+                access.write("SendMessage", context, call, OK, 0.000873, response, None)
+            best = min(best, time.perf_counter() - started)
+        return best / lines * 1e6
+    finally:
+        logger.removeHandler(stream)
+        sink.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--format", choices=("json", "text"), default="json")
+    parser.add_argument("-n", type=int, default=20_000, help="lines per round (default 20000)")
+    parser.add_argument("--no-handler", action="store_true", help="no handler: the AccessLog's own work only")
+    args = parser.parse_args(argv)
+    us = per_line_us(args.format, args.n, handler=not args.no_handler)
+    print(f"{us:.2f} us per access line ({args.format}{', no handler' if args.no_handler else ''})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
