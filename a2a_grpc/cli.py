@@ -18,6 +18,7 @@ from a2a_grpc.card import CardError
 from a2a_grpc.cli_client import add_client_parsers, run_client_command
 from a2a_grpc.config import ConfigError, add_config_parser, resolve, run_config_command
 from a2a_grpc.extensions import MAX_EXTENSION_PAYLOAD_BYTES
+from a2a_grpc.interceptors.server.extensions import MAX_EXTENSIONS_PER_CALL
 from a2a_grpc.push.service import PushSettings
 from a2a_grpc.push.worker import DeliverySettings
 from a2a_grpc.server import DEFAULT_STORE_URL, A2AServer, ServerSettings
@@ -26,6 +27,7 @@ from a2a_grpc.store import StoreError
 from a2a_grpc.tasks import LEASE_SECONDS, POLL_SECONDS, SUBSCRIBER_BUFFER_BYTES
 from a2a_grpc.telemetry import LOG_FORMATS, log_format, use_json_logs
 from a2a_grpc.telemetry.tracing_setup import use_sdk_unless_configured
+from a2a_grpc.validation import MAX_PARTS
 from a2a_grpc.workers import Supervisor, held_ports, stop_when_orphaned, unshared_store, worker_index
 
 log = logging.getLogger("a2a_grpc.cli")  # not __name__: the workers run it as __main__
@@ -55,6 +57,16 @@ def _positive_count(text: str) -> int:
     if not text.strip().isdigit() or int(text) < 1:
         raise argparse.ArgumentTypeError(f"must be a positive whole number, got {text!r}")
     return int(text)
+
+
+def _rate(text: str) -> float:
+    try:
+        rate = float(text)
+    except ValueError:
+        rate = -1.0
+    if not 0 <= rate < 1e9:
+        raise argparse.ArgumentTypeError(f"expected a number of requests per second, 0 for no limit, got {text!r}")
+    return rate
 
 
 def _auth_token(text: str) -> str:
@@ -189,6 +201,28 @@ def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
         env = flag.upper().replace("-", "_")
         serve.add_argument(
             f"--{flag}", type=_byte_count, default=_env(env, str(default)), help=f"{meaning} [A2A_GRPC_{env}]"
+        )
+    serve.add_argument(
+        "--max-requests-per-second",
+        type=_rate,
+        default=_env("MAX_REQUESTS_PER_SECOND", "0"),
+        help="A2A calls per second per caller (its principal, or its address when anonymous), bursts up to one "
+        "second's worth; more are RESOURCE_EXHAUSTED with a RetryInfo; 0 for no limit [A2A_GRPC_MAX_REQUESTS_PER_SECOND]",
+    )
+    count_limits = (
+        ("max-streams-per-caller", 100, "open streams per caller; one more is RESOURCE_EXHAUSTED with a RetryInfo"),
+        ("max-streams", 10_000, "open streams in all; one more is RESOURCE_EXHAUSTED with a RetryInfo"),
+        ("max-parts", MAX_PARTS, "parts of one message; more are INVALID_ARGUMENT"),
+        (
+            "max-extensions-per-call",
+            MAX_EXTENSIONS_PER_CALL,
+            "distinct a2a-extensions of one call; more are INVALID_ARGUMENT",
+        ),
+    )
+    for flag, count, meaning in count_limits:
+        env = flag.upper().replace("-", "_")
+        serve.add_argument(
+            f"--{flag}", type=_positive_count, default=_env(env, str(count)), help=f"{meaning} [A2A_GRPC_{env}]"
         )
     serve.add_argument(
         "--store-pool-size",
@@ -436,6 +470,11 @@ def serve(args: argparse.Namespace, argv: Sequence[str]) -> int:
         max_list_page_bytes=args.max_list_page_bytes,
         max_subscriber_buffer_bytes=args.max_subscriber_buffer_bytes,
         max_extension_payload_bytes=args.max_extension_payload_bytes,
+        max_requests_per_second=args.max_requests_per_second,
+        max_streams_per_caller=args.max_streams_per_caller,
+        max_streams=args.max_streams,
+        max_parts=args.max_parts,
+        max_extensions_per_call=args.max_extensions_per_call,
         store_pool_size=args.store_pool_size,
         lease_seconds=args.lease_seconds,
         poll_seconds=args.poll_interval,

@@ -11,6 +11,8 @@ Client side: a status becomes a typed exception again, decided in this order:
 
 Validation errors send the reason INVALID_PARAMS (the spec's name for invalid method parameters);
 INVALID_REQUEST, which this package sent before, is still read as an `InvalidRequestError`.
+An error's `retry_delay` (seconds) travels as a `google.rpc.RetryInfo` detail, both ways: the limits
+(a2a_grpc.interceptors.server.limits) send one with RATE_LIMITED and TOO_MANY_STREAMS.
 A plain UNIMPLEMENTED (an RPC the peer lacks, or a spec v1.0.0 peer) is an `UnimplementedError`, a
 subclass of `UnsupportedOperationError` whose code stays UNIMPLEMENTED.
 """
@@ -20,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 
 import grpc
-from google.protobuf import any_pb2
+from google.protobuf import any_pb2, duration_pb2
 from google.rpc import error_details_pb2, status_pb2
 
 ERROR_DOMAIN = "a2a-protocol.org"
@@ -48,11 +50,13 @@ class A2AError(Exception):
         *,
         metadata: Mapping[str, str] | None = None,
         violations: Iterable[tuple[str, str]] = (),
+        retry_delay: float | None = None,
     ) -> None:
         super().__init__(message)
         self.message = message
         self.metadata: dict[str, str] = dict(metadata or {})
         self.violations: list[tuple[str, str]] = list(violations)
+        self.retry_delay = retry_delay  # seconds to wait before retrying, sent as google.rpc.RetryInfo
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.message!r})"
@@ -162,6 +166,20 @@ class ResourceExhaustedError(A2AError):
     code = grpc.StatusCode.RESOURCE_EXHAUSTED
 
 
+class RateLimitedError(ResourceExhaustedError):
+    """Not an A2A error: the caller sent more requests per second than the server allows; retry after
+    `retry_delay` seconds."""
+
+    reason = "RATE_LIMITED"
+
+
+class TooManyStreamsError(ResourceExhaustedError):
+    """Not an A2A error: the caller (or the server as a whole) has as many streams open as the server
+    allows; retry after `retry_delay` seconds, or once a stream ends."""
+
+    reason = "TOO_MANY_STREAMS"
+
+
 class FailedPreconditionError(A2AError):
     code = grpc.StatusCode.FAILED_PRECONDITION
 
@@ -212,8 +230,9 @@ class RemoteError(A2AError):
         reason: str = "",
         metadata: Mapping[str, str] | None = None,
         violations: Iterable[tuple[str, str]] = (),
+        retry_delay: float | None = None,
     ) -> None:
-        super().__init__(message, metadata=metadata, violations=violations)
+        super().__init__(message, metadata=metadata, violations=violations, retry_delay=retry_delay)
         self.code = code
         self.reason = reason
 
@@ -235,6 +254,8 @@ ERROR_TABLE: tuple[type[A2AError], ...] = (
     InternalError,
     StorageUnavailableError,
     TaskChangedError,
+    RateLimitedError,
+    TooManyStreamsError,
 )
 ERROR_BY_REASON: dict[str, type[A2AError]] = {
     **{cls.reason: cls for cls in ERROR_TABLE},
@@ -274,6 +295,10 @@ def status_trailers(error: A2AError, extra: Metadata = ()) -> tuple[tuple[str, s
         status.details.append(_pack(info))
     if error.violations:
         status.details.append(_pack(_bad_request(error.violations)))
+    if error.retry_delay is not None:
+        delay = duration_pb2.Duration()
+        delay.FromNanoseconds(max(0, round(error.retry_delay * 1e9)))
+        status.details.append(_pack(error_details_pb2.RetryInfo(retry_delay=delay)))
     return ((STATUS_DETAILS_KEY, status.SerializeToString()), *extra)
 
 
@@ -308,7 +333,9 @@ def _clip(text: str, limit: int) -> str:
     return data[: keep - tail].decode(errors="ignore") + _ELLIPSIS + data[len(data) - tail :].decode(errors="ignore")
 
 
-def _pack(message: error_details_pb2.ErrorInfo | error_details_pb2.BadRequest) -> any_pb2.Any:
+def _pack(
+    message: error_details_pb2.ErrorInfo | error_details_pb2.BadRequest | error_details_pb2.RetryInfo,
+) -> any_pb2.Any:
     packed = any_pb2.Any()
     packed.Pack(message)
     return packed
@@ -317,13 +344,15 @@ def _pack(message: error_details_pb2.ErrorInfo | error_details_pb2.BadRequest) -
 def error_from_status(code: grpc.StatusCode, message: str, trailing_metadata: Metadata | None) -> A2AError:
     """Turn a received status (code, message, trailers) into the typed error of the table."""
     status = _status_from_trailers(trailing_metadata)
-    info, violations = _details(status)
+    info, violations, retry_delay = _details(status)
     message = status.message or message
     metadata = dict(info.metadata)
     cls = ERROR_BY_REASON.get(info.reason) if info.reason else ERROR_BY_CODE.get(code)
     if cls is None:
-        return RemoteError(code, message, reason=info.reason, metadata=metadata, violations=violations)
-    return cls(message, metadata=metadata, violations=violations)
+        return RemoteError(
+            code, message, reason=info.reason, metadata=metadata, violations=violations, retry_delay=retry_delay
+        )
+    return cls(message, metadata=metadata, violations=violations, retry_delay=retry_delay)
 
 
 def error_from_rpc_error(error: grpc.RpcError) -> A2AError:
@@ -334,10 +363,14 @@ def error_from_rpc_error(error: grpc.RpcError) -> A2AError:
     return error_from_status(code, details, trailers)
 
 
-def _details(status: status_pb2.Status) -> tuple[error_details_pb2.ErrorInfo, list[tuple[str, str]]]:
-    """The status's ErrorInfo (empty when it has none) and its BadRequest field violations."""
+def _details(
+    status: status_pb2.Status,
+) -> tuple[error_details_pb2.ErrorInfo, list[tuple[str, str]], float | None]:
+    """The status's ErrorInfo (empty when it has none), its BadRequest field violations, and its
+    RetryInfo delay in seconds (None without one)."""
     info = error_details_pb2.ErrorInfo()
     violations: list[tuple[str, str]] = []
+    retry_delay: float | None = None
     for detail in status.details:
         if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
             detail.Unpack(info)
@@ -345,7 +378,11 @@ def _details(status: status_pb2.Status) -> tuple[error_details_pb2.ErrorInfo, li
             bad_request = error_details_pb2.BadRequest()
             detail.Unpack(bad_request)
             violations.extend((v.field, v.description) for v in bad_request.field_violations)
-    return info, violations
+        elif detail.Is(error_details_pb2.RetryInfo.DESCRIPTOR):
+            retry_info = error_details_pb2.RetryInfo()
+            detail.Unpack(retry_info)
+            retry_delay = retry_info.retry_delay.ToNanoseconds() / 1e9
+    return info, violations, retry_delay
 
 
 def _status_from_trailers(trailing_metadata: Metadata | None) -> status_pb2.Status:

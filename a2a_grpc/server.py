@@ -28,7 +28,8 @@ from a2a_grpc.card import GRPC_BINDING, CardError, card_json, complete_card, loa
 from a2a_grpc.extensions import MAX_EXTENSION_PAYLOAD_BYTES, ExtensionRegistry
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.ids import new_id
-from a2a_grpc.interceptors.server import ServerChain
+from a2a_grpc.interceptors.server import Limits, ServerChain
+from a2a_grpc.interceptors.server.extensions import MAX_EXTENSIONS_PER_CALL
 from a2a_grpc.interceptors.server.services import GuardedServices
 from a2a_grpc.network_logs import HttpServerLog, quiet_grpc_metadata_logs
 from a2a_grpc.protocol import AGENT_CARD_PATH, SERVICE_NAME
@@ -39,6 +40,7 @@ from a2a_grpc.store import TaskStore, open_store
 from a2a_grpc.tasks import LEASE_SECONDS, POLL_SECONDS, SUBSCRIBER_BUFFER_BYTES, TaskManager
 from a2a_grpc.telemetry import METRICS_PATH, AccessLog, Metrics, load_tracing
 from a2a_grpc.tls import TLS_SCHEME, ServerFiles, ServerTLS
+from a2a_grpc.validation import MAX_PARTS
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +78,15 @@ class ServerSettings:
     max_list_page_bytes: int = MAX_LIST_PAGE_BYTES  # a ListTasks page ends early past this size
     max_subscriber_buffer_bytes: int = SUBSCRIBER_BUFFER_BYTES  # a stream this far behind reads the event log
     max_extension_payload_bytes: int = MAX_EXTENSION_PAYLOAD_BYTES  # one payload, serialized; larger: INVALID_ARGUMENT
+    # Limits (a2a_grpc.interceptors.server.limits), per process: a caller is its principal, or its peer's
+    # address when anonymous. Past them: RESOURCE_EXHAUSTED with a RetryInfo. 0 requests per second: no rate limit.
+    max_requests_per_second: float = 0.0
+    max_streams_per_caller: int = 100
+    max_streams: int = 10_000
+    max_parts: int = MAX_PARTS  # parts of one message; more: INVALID_ARGUMENT
+    max_extensions_per_call: int = (
+        MAX_EXTENSIONS_PER_CALL  # distinct a2a-extensions of one call; more: INVALID_ARGUMENT
+    )
     # One of the processes of `a2a-grpc serve --workers N`: both ports are shared with the others
     # (SO_REUSEPORT), and every A2A call's trailers name this process.
     worker_mode: bool = False
@@ -248,6 +259,12 @@ class A2AServer:
             access_log=AccessLog() if settings.access_log else None,
             metrics=self.metrics,
             tracing=self.tracing,
+            limits=Limits(
+                requests_per_second=settings.max_requests_per_second,
+                max_streams_per_caller=settings.max_streams_per_caller,
+                max_streams=settings.max_streams,
+            ),
+            max_extensions_per_call=settings.max_extensions_per_call,
         )
         quiet_grpc_metadata_logs()
         server = grpc.aio.server(
@@ -269,6 +286,7 @@ class A2AServer:
             settings.max_list_page_bytes,
             max_extension_payload_bytes=settings.max_extension_payload_bytes,
             check_webhook=self.push.check_webhook if self.push is not None else None,
+            max_parts=settings.max_parts,
         )
         handlers = chain.method_handlers(servicer)
         server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE_NAME, handlers),))

@@ -31,6 +31,7 @@ from a2a_grpc.push.guard import PushTargetRefused
 from a2a_grpc.store import TaskQuery
 from a2a_grpc.tasks import Subscriber, SubscriptionStoppedError, TaskManager, TaskRun, task_view, wait_durable
 from a2a_grpc.validation import (
+    MAX_PARTS,
     validate,
     validate_get,
     validate_list,
@@ -62,8 +63,10 @@ class A2AServicer:
         *,
         max_extension_payload_bytes: int = MAX_EXTENSION_PAYLOAD_BYTES,
         check_webhook: Callable[[str], Awaitable[None]] | None = None,
+        max_parts: int = MAX_PARTS,
     ) -> None:
         self._check_webhook = check_webhook
+        self.max_parts = max_parts
         self.manager = manager
         self.max_list_page_bytes = max_list_page_bytes
         self.max_extension_payload_bytes = max_extension_payload_bytes
@@ -82,7 +85,7 @@ class A2AServicer:
         push_config = configuration.HasField("task_push_notification_config")
         if push_config and not self._push:  # the capability is checked before the request is validated
             raise PushNotificationNotSupportedError("this agent does not send push notifications")
-        validate_send(request)
+        validate_send(request, self.max_parts)
         if push_config:
             path = "configuration.task_push_notification_config."
             validate_push_config(configuration.task_push_notification_config, path, needs_task_id=False)

@@ -22,6 +22,7 @@ Violations = list[tuple[str, str]]
 Check = Callable[[ProtoMessage, str, Violations], None]
 
 MAX_PAGE_SIZE = 100
+MAX_PARTS = 256  # parts of one message, by default (`--max-parts`)
 DEFAULT_PAGE_SIZE = 50
 # google.protobuf.Timestamp's valid range: 0001-01-01T00:00:00Z to 9999-12-31T23:59:59.999999999Z
 MIN_TIMESTAMP_SECONDS = -62_135_596_800
@@ -129,9 +130,12 @@ def _check_history_length(request: ProtoMessage, path: str, out: Violations) -> 
         out.append((path + "history_length", "must not be negative"))
 
 
-def validate_send(request: a2a_pb2.SendMessageRequest) -> None:
-    out = required_violations(request)
+def validate_send(request: a2a_pb2.SendMessageRequest, max_parts: int = MAX_PARTS) -> None:
     message = request.message
+    count = len(message.parts)
+    if count > max_parts:  # refused before any part is looked at
+        _raise_if([("message.parts", f"has {count} parts; at most {max_parts} are allowed")])
+    out = required_violations(request)
     for index, part in enumerate(message.parts):
         content = part.WhichOneof("content")
         if content is None:

@@ -73,8 +73,10 @@ def assert_bounded_bad_request(error: grpc.aio.AioRpcError) -> None:
     assert trailer_size(error) < TRAILER_LIMIT
 
 
-async def test_a_hundred_thousand_empty_parts_get_a_bounded_bad_request(stub: Stub) -> None:
-    async with asyncio.timeout(TEST_SECONDS):
+async def test_a_hundred_thousand_empty_parts_get_a_bounded_bad_request(start_server: StartServer) -> None:
+    server = await start_server(max_parts=EMPTY_PARTS)  # the default --max-parts refuses them before any check
+    async with asyncio.timeout(TEST_SECONDS), grpc.aio.insecure_channel(server.grpc_target) as channel:
+        stub = make_stub(channel)
         request = empty_parts_request()
         assert_bounded_bad_request(await rpc_error(stub.SendMessage(request, metadata=V1)))
         assert_bounded_bad_request(await stream_error(stub.SendStreamingMessage(request, metadata=V1)))

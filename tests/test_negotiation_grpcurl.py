@@ -169,7 +169,11 @@ async def target(start_server: StartServer, agent: RecordingAgent) -> str:
 @pytest.fixture
 async def roomy_target(start_server: StartServer, agent: RecordingAgent) -> AsyncIterator[str]:
     server = await start_server(
-        card=NEGOTIATION_CARD, agent=agent, max_metadata_bytes=ROOMY_METADATA_BYTES, echo_unary_headers=True
+        card=NEGOTIATION_CARD,
+        agent=agent,
+        max_metadata_bytes=ROOMY_METADATA_BYTES,
+        max_extensions_per_call=10_000,  # past --max-extensions-per-call: the transport is the bound here
+        echo_unary_headers=True,
     )
     yield server.grpc_target
 

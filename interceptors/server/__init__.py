@@ -7,6 +7,9 @@ Each A2AService method handler is wrapped once, at start-up, in this order:
                   with tracing, the call's server span, which its CallContext carries
   authentication  the card's security requirements (a2a_grpc.auth): the caller's principal and claims,
                   or UNAUTHENTICATED (PERMISSION_DENIED for a missing scope)
+  limits          the caller's requests per second (RATE_LIMITED); a stream also holds one of its
+                  caller's and the server's stream slots until it ends (TOO_MANY_STREAMS): both
+                  RESOURCE_EXHAUSTED with a RetryInfo (a2a_grpc.interceptors.server.limits)
   version         the `a2a-version` the call speaks, or VERSION_NOT_SUPPORTED
   extensions      the activated `a2a-extensions`, or EXTENSION_SUPPORT_REQUIRED; then the echo
   the servicer    called with the parsed request and the call's CallContext
@@ -30,7 +33,13 @@ from a2a_grpc.errors import Metadata
 from a2a_grpc.extensions import ExtensionRegistry, Negotiation
 from a2a_grpc.interceptors.server.auth import Authenticate, authentication
 from a2a_grpc.interceptors.server.errors import Parse, guard_stream, guard_unary, parse_request
-from a2a_grpc.interceptors.server.extensions import NO_NEGOTIATION, ExtensionNegotiator, send_echo
+from a2a_grpc.interceptors.server.extensions import (
+    MAX_EXTENSIONS_PER_CALL,
+    NO_NEGOTIATION,
+    ExtensionNegotiator,
+    send_echo,
+)
+from a2a_grpc.interceptors.server.limits import Limits, caller_of, released_when_done
 from a2a_grpc.interceptors.server.version import VersionCheck
 from a2a_grpc.protocol import A2A_SERVICE
 from a2a_grpc.telemetry import AccessLog, CallObserver, Metrics
@@ -38,7 +47,7 @@ from a2a_grpc.telemetry import AccessLog, CallObserver, Metrics
 if TYPE_CHECKING:
     from a2a_grpc.telemetry.tracing import Tracing
 
-__all__ = ["WORKER_TRAILER", "ExtensionNegotiator", "ServerChain", "VersionCheck", "authentication"]
+__all__ = ["WORKER_TRAILER", "ExtensionNegotiator", "Limits", "ServerChain", "VersionCheck", "authentication"]
 
 WORKER_TRAILER = "a2a-grpc-worker"  # the pid of the worker process that served the call
 
@@ -69,10 +78,15 @@ class ServerChain:
         access_log: AccessLog | None = None,
         metrics: Metrics | None = None,
         tracing: Tracing | None = None,
+        limits: Limits | None = None,
+        max_extensions_per_call: int = MAX_EXTENSIONS_PER_CALL,
     ) -> None:
         self._authenticate: Authenticate | None = authentication(authenticator) if authenticator is not None else None
+        self.limits = limits if limits is not None else Limits()
         self._check_version = VersionCheck(missing_means=missing_version_means)
-        self._negotiate = ExtensionNegotiator(registry) if negotiate_extensions else None
+        self._negotiate = (
+            ExtensionNegotiator(registry, max_extensions=max_extensions_per_call) if negotiate_extensions else None
+        )
         self._echo_unary_headers = echo_unary_headers
         self._worker_trailer = ((WORKER_TRAILER, str(worker_pid)),) if worker_pid is not None else ()
         observed = access_log is not None or metrics is not None or tracing is not None
@@ -82,6 +96,8 @@ class ServerChain:
         """The call's context, once every check accepted it (each refusal raises its A2AError)."""
         metadata: Metadata = context.invocation_metadata() or ()
         principal = await self._authenticate(metadata, context) if self._authenticate is not None else ANONYMOUS
+        if self.limits.rate_limited:
+            self.limits.take_request(caller_of(principal.name, context))
         version = self._check_version(metadata)
         negotiation: Negotiation = self._negotiate(metadata) if self._negotiate is not None else NO_NEGOTIATION
         return CallContext(
@@ -126,10 +142,18 @@ class ServerChain:
         return serve
 
     def _stream(self, parse: Parse, behavior: StreamBehavior) -> Admitted[AsyncIterator[Any]]:
+        limits = self.limits
+
         async def open_stream(request: bytes, call: CallContext, context: Any) -> AsyncIterator[Any]:
-            if call.echo:
-                await send_echo(context, call.echo, headers=True)
-            return behavior(parse_request(parse, request), call, context)
+            release = limits.open_stream(caller_of(call.principal, context))
+            try:
+                if call.echo:
+                    await send_echo(context, call.echo, headers=True)
+                events = behavior(parse_request(parse, request), call, context)
+            except BaseException:
+                release()
+                raise
+            return released_when_done(events, release)
 
         return open_stream
 

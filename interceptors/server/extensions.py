@@ -4,26 +4,36 @@ Every header entry is read and split on commas, so each real client form works. 
 declared required extension is refused with ExtensionSupportRequiredError. An accepted call that
 activated any extension gets `a2a-extensions: <activated, comma-joined>` in its trailers, and in its
 response headers too on streams (before the first event) or when unary headers are asked for.
+A call that names more than `max_extensions` distinct extensions is INVALID_ARGUMENT, with a
+BadRequest naming the header, before the required ones are checked.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from a2a_grpc.errors import ExtensionSupportRequiredError, Metadata
+from a2a_grpc.errors import ExtensionSupportRequiredError, InvalidRequestError, Metadata
 from a2a_grpc.extensions import ExtensionRegistry, Negotiation
 from a2a_grpc.interceptors.server.metadata import all_values
 from a2a_grpc.protocol import EXTENSIONS_HEADER
 
 NO_NEGOTIATION = Negotiation((), (), (), "")
+MAX_EXTENSIONS_PER_CALL = 32
 
 
 class ExtensionNegotiator:
-    def __init__(self, registry: ExtensionRegistry) -> None:
+    def __init__(self, registry: ExtensionRegistry, *, max_extensions: int = MAX_EXTENSIONS_PER_CALL) -> None:
         self._registry = registry
+        self._max_extensions = max_extensions
 
     def __call__(self, metadata: Metadata) -> Negotiation:
         negotiation = self._registry.negotiate(all_values(metadata, EXTENSIONS_HEADER))
+        count = len(negotiation.requested)
+        if count > self._max_extensions:
+            raise InvalidRequestError(
+                f"the call names {count} extensions; at most {self._max_extensions} are allowed",
+                violations=[(EXTENSIONS_HEADER, f"names {count} distinct extensions; at most {self._max_extensions}")],
+            )
         if negotiation.missing_required:
             missing = ",".join(negotiation.missing_required)
             raise ExtensionSupportRequiredError(
