@@ -10,14 +10,11 @@ import fnmatch
 import json
 import re
 import shlex
-import shutil
-import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 
 from a2a_grpc.card import GRPC_BINDING
@@ -31,7 +28,6 @@ MANIFEST = REPO / "deploy" / "kubernetes.yaml"
 ENVOY = REPO / "deploy" / "envoy.yaml"
 VENV = "/opt/a2a-grpc"
 BASE_IMAGE = "python:3.11-slim"
-BUILD_SECONDS = 900
 
 
 # -- the Dockerfile, read as Docker reads it (continuations joined, comments dropped, ARGs substituted) ----
@@ -288,34 +284,3 @@ def test_envoy_terminates_tls_and_sends_http2_to_the_grpc_port() -> None:
         host, port_value = cluster_port(cluster)
         assert host.split(".")[0] == "a2a-grpc-pods"
         assert port_value == port
-
-
-# -- the image itself, where a container engine runs ----------------------------------------------------
-
-
-def docker_works() -> bool:
-    docker = shutil.which("docker")
-    if docker is None:
-        return False
-    try:
-        return subprocess.run([docker, "info"], capture_output=True, timeout=30).returncode == 0
-    except (OSError, subprocess.SubprocessError):
-        return False
-
-
-@pytest.mark.timeout(BUILD_SECONDS + 60)
-def test_the_image_builds() -> None:
-    if not docker_works():
-        pytest.skip("no container engine here (`docker info` fails): the Dockerfile was checked as text only")
-    tag = "a2a-grpc:test-deploy"
-    build = subprocess.run(
-        ["docker", "build", "-t", tag, str(REPO)], capture_output=True, text=True, timeout=BUILD_SECONDS
-    )
-    assert build.returncode == 0, build.stdout[-3000:] + build.stderr[-3000:]
-    inspected = subprocess.run(
-        ["docker", "image", "inspect", tag], capture_output=True, text=True, timeout=60, check=True
-    )
-    config = json.loads(inspected.stdout)[0]["Config"]
-    assert config["Entrypoint"] == ["a2a-grpc", "serve"]
-    assert config["User"] == final_stage().all("USER")[0]
-    assert {f"{port}/tcp" for port in image_ports()} <= set(config["ExposedPorts"])

@@ -32,6 +32,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from google.protobuf import json_format
 from process import free_port
 from rpc_helpers import Stub, make_stub, rpc_error
+from test_push_guard import LoopbackOnlyConnector
 from test_readme import README, fenced_blocks
 
 import a2a_grpc.push
@@ -478,11 +479,21 @@ REFUSED_URLS = [
 
 
 @pytest.fixture
-async def guarded_stub(start_server: StartServer) -> AsyncIterator[Stub]:
-    """A writer server with the default push settings: no allow-list, https only."""
+async def guarded_stub(start_server: StartServer, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Stub]:
+    """A writer server with the default push settings: no allow-list, https only. Its sender dials through
+    a connector that refuses every address but loopback, so a broken guard fails the test (a config stored
+    and delivered) instead of sending anything off this machine."""
+    dialled: list[str] = []
+
+    def loopback_only_sender(*args: Any, **kwargs: Any) -> a2a_grpc.push.PushSender:
+        kwargs["connector_factory"] = lambda resolver: LoopbackOnlyConnector(resolver, dialled)
+        return a2a_grpc.push.PushSender(*args, **kwargs)
+
+    monkeypatch.setattr("a2a_grpc.push.service.PushSender", loopback_only_sender)
     server = await start_writer(start_server, PushSettings())
     async with grpc.aio.insecure_channel(server.grpc_target) as channel:
         yield make_stub(channel)
+    assert dialled == []
 
 
 @pytest.mark.parametrize("url", REFUSED_URLS)
