@@ -42,14 +42,16 @@ Metadata = tuple[tuple[str, str], ...]
 
 class SendServer(NamedTuple):
     """A server of a send job: where, with what request metadata, on how many connections (at most one per
-    caller), whether to ask which worker process serves each connection (`--workers`), and the webhook each
-    message names in its push config (`configuration.task_push_notification_config`; none when empty)."""
+    caller), whether to ask which worker process serves each connection (`--workers`), the webhook each
+    message names in its push config (`configuration.task_push_notification_config`; none when empty), and the
+    PEM CA to trust over TLS (None: plaintext)."""
 
     target: str
     metadata: Metadata
     channels: int
     probe_workers: bool = False
     push_url: str = ""
+    tls_roots: bytes | None = None
 
 
 class Slice(NamedTuple):
@@ -117,19 +119,22 @@ def _send_request(text: str, task_id: str = "", push_url: str = "") -> Any:
     return request
 
 
-def _channel(target: str) -> Any:
+def _channel(target: str, tls_roots: bytes | None) -> Any:
     options = [
         ("grpc.max_receive_message_length", 64 * 1024 * 1024),
         ("grpc.use_local_subchannel_pool", 1),  # each channel its own connection
     ]
-    return grpc.aio.insecure_channel(target, options=options)
+    if tls_roots is None:
+        return grpc.aio.insecure_channel(target, options=options)
+    return grpc.aio.secure_channel(target, grpc.ssl_channel_credentials(root_certificates=tls_roots), options=options)
 
 
 @contextlib.asynccontextmanager
-async def _stubs(target: str, channels: int) -> AsyncIterator[list[Any]]:
-    """A stub on each of `channels` connections to `target` (callers take them in turn)."""
+async def _stubs(target: str, channels: int, tls_roots: bytes | None = None) -> AsyncIterator[list[Any]]:
+    """A stub on each of `channels` connections to `target`, over TLS trusting `tls_roots` when given (callers
+    take them in turn)."""
     async with contextlib.AsyncExitStack() as stack:
-        opened = [await stack.enter_async_context(_channel(target)) for _ in range(channels)]
+        opened = [await stack.enter_async_context(_channel(target, tls_roots)) for _ in range(channels)]
         yield [a2a_pb2_grpc.A2AServiceStub(channel) for channel in opened]  # type: ignore[no-untyped-call]
 
 
@@ -197,7 +202,9 @@ async def send_job(job: Job, worker_id: int, outbox: Any) -> dict[str, Any]:
 
     async with contextlib.AsyncExitStack() as stack:
         stubs = [
-            await stack.enter_async_context(_stubs(server.target, min(job["concurrency"], server.channels)))
+            await stack.enter_async_context(
+                _stubs(server.target, min(job["concurrency"], server.channels), server.tls_roots)
+            )
             for server in servers
         ]
         spread = [

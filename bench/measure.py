@@ -245,7 +245,9 @@ def measure_send(
     targets = zip(servers, metadata, channels, push, strict=True)
     fields = {
         "kind": "send",
-        "servers": [SendServer(s.target, m, n, s.workers > 1, push_url if p else "") for s, m, n, p in targets],
+        "servers": [
+            SendServer(s.target, m, n, s.workers > 1, push_url if p else "", s.tls_roots) for s, m, n, p in targets
+        ],
         "slices": slices,
         "text": ECHO_TEXT,
         "expect_state": "TASK_STATE_COMPLETED",
@@ -408,6 +410,20 @@ def _send_one(stub: Any, text: str, settings: Settings, task: a2a_pb2.Task | Non
         message.context_id = task.context_id
     response = stub.SendMessage(a2a_pb2.SendMessageRequest(message=message), metadata=V1, timeout=settings.rpc_timeout)
     return response.task  # type: ignore[no-any-return]
+
+
+def unsecured_refusal(server: ServerProcess, expected: grpc.StatusCode, settings: Settings) -> str:
+    """The `expected` refusal of a SendMessage sent to `server` over plaintext without credentials (its code and
+    details); RuntimeError when the call gets another answer."""
+    with grpc.insecure_channel(server.target) as channel:
+        stub = a2a_pb2_grpc.A2AServiceStub(channel)  # type: ignore[no-untyped-call]
+        try:
+            _send_one(stub, ECHO_TEXT, settings)
+        except grpc.RpcError as error:
+            if error.code() != expected:
+                raise RuntimeError(f"a call without credentials got {error.code()}, not {expected.name}") from None
+            return f"{expected.name}: {error.details()}"
+    raise RuntimeError("the server answered a call without credentials")
 
 
 def measure_fanout(server: ServerProcess, pool: LoadPool, settings: Settings, subscribers: int) -> dict[str, Any]:

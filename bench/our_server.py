@@ -10,6 +10,9 @@ pushNotifications; `--push-allow 127.0.0.1 --push-allow-http` lets it notify the
 access log as production does (INFO, JSON lines through a real handler: a FileHandler on --access-log-file)
 and counts the metrics; `tracing` adds a span per call, exported nowhere (OTEL_TRACES_EXPORTER=none). Without
 it (`default`) the server keeps ServerSettings' defaults, its access logger silenced by the WARNING level.
+
+`--jwt-key FILE --jwt-issuer ISS --jwt-audience AUD` (auth.send.jwt): every call needs a JWT that key verifies,
+as `a2a-grpc serve` with the same flags; `--tls-cert FILE --tls-key FILE` (auth.send.tls): the port speaks TLS.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from collections.abc import Callable
 
 from a2a_grpc.agent import AgentExecutor
 from a2a_grpc.agents.echo import EchoAgent
+from a2a_grpc.auth import AuthSettings, JwtSettings
 from a2a_grpc.cli import run_async
 from a2a_grpc.push.service import PushSettings
 from a2a_grpc.server import A2AServer, ServerSettings
@@ -73,7 +77,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "the metrics; tracing: those and tracing (OTEL_TRACES_EXPORTER=none); default: ServerSettings' defaults",
     )
     parser.add_argument("--access-log-file", default=os.devnull, help="where --telemetry on|tracing writes the log")
+    parser.add_argument("--jwt-key", help="PEM public key: every call needs a JWT it verifies (with the next two)")
+    parser.add_argument("--jwt-issuer", help="the iss a JWT must carry")
+    parser.add_argument("--jwt-audience", help="the aud a JWT must carry")
+    parser.add_argument("--tls-cert", help="PEM certificate chain: the port speaks TLS (with --tls-key)")
+    parser.add_argument("--tls-key", help="the PEM private key of --tls-cert")
     return parser.parse_args(argv)
+
+
+def auth_settings(args: argparse.Namespace) -> AuthSettings:
+    """JWT verification with `--jwt-key` when given, else none."""
+    if args.jwt_key is None:
+        return AuthSettings()
+    jwt = JwtSettings(key_path=args.jwt_key, issuers=(args.jwt_issuer,), audiences=(args.jwt_audience,))
+    return AuthSettings(jwt=jwt)
 
 
 def configure_telemetry(args: argparse.Namespace) -> tuple[bool, bool, bool]:
@@ -112,6 +129,9 @@ async def serve(args: argparse.Namespace, worker: bool) -> int:
         access_log=access_log,
         metrics=metrics,
         tracing=tracing,
+        auth=auth_settings(args),
+        tls_cert=args.tls_cert,
+        tls_key=args.tls_key,
     )
     agent: AgentExecutor = AGENTS[args.agent]()
     server = A2AServer(settings, agent=agent)

@@ -84,7 +84,8 @@ class ServerProcess:
 
     With `workers` > 1 the process supervises that many worker processes, which each print the ready line:
     `pids` is then the supervisor and its workers, all kept on `cpus`. `db_pid` is the main process of the
-    database server it uses, when the bench knows it (its CPU is counted apart).
+    database server it uses, when the bench knows it (its CPU is counted apart). `tls_roots`: the PEM CA that
+    issued its certificate, when it speaks TLS.
     """
 
     def __init__(
@@ -96,8 +97,10 @@ class ServerProcess:
         *,
         workers: int = 1,
         db_pid: int | None = None,
+        tls_roots: bytes | None = None,
     ) -> None:
         self.name = name
+        self.tls_roots = tls_roots
         self.argv = list(argv)
         self.workers = workers
         self.db_pid = db_pid

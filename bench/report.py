@@ -86,6 +86,18 @@ TELEMETRY_NOTES = (
     "OpenTelemetry span per call (the SDK's TracerProvider, OTEL_TRACES_EXPORTER=none: made and ended, exported "
     "nowhere). The ratios on/off and tracing/off, from the same interleaved turns, are what they cost.",
 )
+AUTH_NOTES = (
+    "auth.send.* = our server as in send.memory.noext (echo agent, memory store, no extension interceptor), "
+    "measured at the highest --concurrency only, side by side: plain = plaintext, no authentication; jwt = every "
+    "call must carry a JWT (authorization: Bearer, ES256, checked against the PEM public key of --jwt-key, its "
+    "iss and aud required): the load sends one token, valid for a day, so the server checks its signature once "
+    "and then finds it in its cache of accepted tokens; tls = the port speaks TLS (--tls-cert, --tls-key: a P-256 "
+    "certificate for 127.0.0.1 issued by a CA made for the run, the only one the load trusts), each connection "
+    "of the load shaking hands once. The keys, certificates and token are made in the run's scratch directory. "
+    "Before the load, every run checks that its jwt server refuses a call without the token (UNAUTHENTICATED) "
+    "and its tls server a plaintext call (UNAVAILABLE). The ratios jwt/plain and tls/plain, from the same "
+    "interleaved turns, are what they cost.",
+)
 
 
 def _fmt(value: Any, digits: int = 0) -> str:
@@ -152,6 +164,8 @@ def _details(r: Record) -> list[str]:
         if r.get("receiver_cpu_us") is not None:
             receiver += f", {r['receiver_cpu_us']:.0f} us/notification"
         details.append(f"server {_fmt(r['server_cpu_us_whole'])} us/req over the whole job; {receiver}")
+    if r.get("unsecured_call") is not None:
+        details.append(f"a call without credentials refused: {r['unsecured_call']}")
     if r.get("access_log_lines") is not None:
         details.append(f"access log: {r['access_log_lines']:,} JSON lines written this run")
     if r.get("db_cpu_cores") is not None:
@@ -232,6 +246,7 @@ def ratios(records: list[Record], concurrencies: list[int]) -> list[Record]:
         out += _replica_ratios(by_name, c)
         out += _push_ratios(by_name, c)
         out += _telemetry_ratios(by_name, c)
+        out += _auth_ratios(by_name, c)
     for top, bottom in (
         ("stream.ours", "stream.sdk"),
         ("stream.ours", "stream.bare"),
@@ -314,19 +329,55 @@ def _telemetry_targets(records: dict[str, Record], c: int) -> list[Record]:
 
 def telemetry_notes(records: list[Record], concurrencies: list[int]) -> list[str]:
     """The telemetry cases' server CPU per request, and what each call costs on top of `off`."""
-    c = max(concurrencies)
+    return _cpu_notes(records, max(concurrencies), (TELEMETRY_OFF, "off"), (TELEMETRY_ON, TELEMETRY_TRACING))
+
+
+def _cpu_notes(records: list[Record], c: int, baseline: tuple[str, str], families: Iterable[str]) -> list[str]:
+    """The server CPU per request of `baseline` (a family and its label) and `families` at `c`, and what each
+    of `families` costs per call on top of the baseline's."""
     by_name = {r["name"]: r for r in records if "rate" in r}
-    off = by_name.get(f"{TELEMETRY_OFF}@{c}", {}).get("server_cpu_us")
+    base, label = baseline
+    base_us = by_name.get(f"{base}@{c}", {}).get("server_cpu_us")
     notes = []
-    for family in (TELEMETRY_OFF, TELEMETRY_ON, TELEMETRY_TRACING):
+    for family in (base, *families):
         r = by_name.get(f"{family}@{c}")
         if r is None:
             continue
-        added = "" if family == TELEMETRY_OFF or not off else f" ({r['server_cpu_us'] - off:+.0f} us on off's)"
+        added = "" if family == base or not base_us else f" ({r['server_cpu_us'] - base_us:+.0f} us on {label}'s)"
         notes.append(
             f"{family}@{c}: {r['rate']:,.0f} req/s, server CPU per request {_fmt(r['server_cpu_us'])} us{added}"
         )
     return notes
+
+
+AUTH_PLAIN = "auth.send.plain"
+AUTH_FLOORS = (("auth.send.jwt", "jwt", 0.85), ("auth.send.tls", "tls", 0.7))  # family, label, target ratio
+
+
+def _auth_ratios(records: dict[str, Record], c: int) -> list[Record]:
+    plain = f"{AUTH_PLAIN}@{c}"
+    out = []
+    for family, label, _ in AUTH_FLOORS:
+        name = f"{family}@{c}"
+        out.append(_entry(f"{name} / plain", _paired(records, name, plain)))
+        out.append(
+            _entry(f"auth overhead {name}, server CPU ({label}/plain - 1)", _added_cpu(records, name, plain), True)
+        )
+    return out
+
+
+def _auth_targets(records: dict[str, Record], c: int) -> list[Record]:
+    out: list[Record] = []
+    for family, _, floor in AUTH_FLOORS:
+        value = _ratio(records, f"{family}@{c}", f"{AUTH_PLAIN}@{c}")
+        if value is not None:
+            out.append({"target": f"{family}@{c} >= {floor}x {AUTH_PLAIN}@{c}", "value": value, "met": value >= floor})
+    return out
+
+
+def auth_notes(records: list[Record], concurrencies: list[int]) -> list[str]:
+    """The auth cases' server CPU per request, and what each call costs on top of `plain`."""
+    return _cpu_notes(records, max(concurrencies), (AUTH_PLAIN, "plain"), (family for family, _, _ in AUTH_FLOORS))
 
 
 REPLICA_PAIRS = (
@@ -385,7 +436,8 @@ def targets(records: list[Record], concurrencies: list[int]) -> list[Record]:
             name = f"extension overhead send.{store}@{c} < 5% (server CPU, ext/noext - 1)"
             value = statistics.median(added)
             out.append({"target": name, "value": value, "met": value < 0.05, "percent": True})
-    return out + _replica_targets(by_name, c) + _push_targets(by_name, c) + _telemetry_targets(by_name, c)
+    out += _replica_targets(by_name, c) + _push_targets(by_name, c)
+    return out + _telemetry_targets(by_name, c) + _auth_targets(by_name, c)
 
 
 def ceiling_note(records: list[Record], concurrencies: list[int]) -> str | None:
@@ -508,12 +560,14 @@ def fixed_notes(records: list[Record], extra: Iterable[str]) -> list[str]:
     replicas = any(r["name"].startswith("replicas.") and "rate" in r for r in records)
     push = any(r["name"].startswith("push.") and "rate" in r for r in records)
     telemetry = any(r["name"].startswith("telemetry.") and "rate" in r for r in records)
+    auth = any(r["name"].startswith("auth.") and "rate" in r for r in records)
     return [
         *extra,
         *NOTES,
         *(REPLICA_NOTES if replicas else ()),
         *(PUSH_NOTES if push else ()),
         *(TELEMETRY_NOTES if telemetry else ()),
+        *(AUTH_NOTES if auth else ()),
     ]
 
 
@@ -528,6 +582,7 @@ def _notes(records: list[Record], concurrencies: list[int], extra: Iterable[str]
         + replica_cpu_notes(records, concurrencies)
         + push_cpu_notes(records, concurrencies)
         + telemetry_notes(records, concurrencies)
+        + auth_notes(records, concurrencies)
         + fixed_notes(records, extra)
     )
 
@@ -562,6 +617,7 @@ def write_json(
         "replicas": replica_cpu_notes(records, concurrencies),
         "push": push_cpu_notes(records, concurrencies),
         "telemetry": telemetry_notes(records, concurrencies),
+        "auth": auth_notes(records, concurrencies),
         "notes": fixed_notes(records, extra_notes),
     }
     path.write_text(json.dumps(document, indent=2) + "\n")

@@ -19,10 +19,16 @@ Case families (filter them with --cases, shell-style patterns):
                                                           --concurrency only: access log, metrics and tracing off;
                                                           the access log written (JSON, INFO, a file) and metrics;
                                                           those and tracing (a span per call, exported nowhere)
+  auth.send.{plain,jwt,tls}                               SendMessage, echo agent, memory store, at the highest
+                                                          --concurrency only: plaintext without authentication;
+                                                          every call with a JWT (`--jwt-key`: one token, cached by
+                                                          the server once verified); TLS (`--tls-cert`). Keys and
+                                                          certificates are made for the run; each run checks first
+                                                          that a call without the token, or over plaintext, fails
 
 The PostgreSQL cases run on a throwaway cluster the bench starts on 127.0.0.1 (or on --postgres URL), each
 server on a database of its own; without the PostgreSQL server binaries they are skipped (one line says so).
-Just these rows: --cases 'replicas.*' --concurrency 64 (or --cases 'push.*', or --cases 'telemetry.*').
+Just these rows: --cases 'replicas.*' --concurrency 64 (or --cases 'push.*', 'telemetry.*' or 'auth.*').
 
 The send cases at one concurrency are measured together: all their servers run at once and the load moves
 from one to the next every --slice seconds, so a ratio between two of them pairs turns taken a second apart.
@@ -43,6 +49,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import fnmatch
+import functools
 import os
 import platform
 import shutil
@@ -57,9 +64,12 @@ from importlib import metadata as package_metadata
 from pathlib import Path
 from typing import Any
 
+import grpc
+
 from bench import measure, report
+from bench.credentials import AUDIENCE, ISSUER, Credentials
 from bench.databases import Databases
-from bench.loadgen import LoadPool
+from bench.loadgen import LoadPool, Metadata
 from bench.pg_cluster import PostgresUnavailable
 from bench.procs import ServerProcess
 from bench.protocol import BENCH_EXTENSION_URI, CHUNKS, ECHO_EVENTS
@@ -70,6 +80,8 @@ ROOT = Path(__file__).resolve().parent.parent
 EXTENSION_METADATA = (*measure.V1, ("a2a-extensions", BENCH_EXTENSION_URI))
 REPLICA_CHANNELS = 8  # connections per load process for the replicas.send cases: the kernel spreads connections
 TICK_RATE = 100.0  # events/s published in replicas.subscribe
+# what a call without credentials (plaintext, no token) gets from each auth.* server
+REFUSED_WITH = {"jwt": grpc.StatusCode.UNAUTHENTICATED, "tls": grpc.StatusCode.UNAVAILABLE}
 
 
 @dataclass(frozen=True)
@@ -87,6 +99,7 @@ class Family:
     push: str = ""
     # our_server --telemetry: "off", "on" (access log JSON to a file, metrics), "tracing" (and spans); "": default
     telemetry: str = ""
+    auth: str = ""  # "jwt": every call needs the run's JWT; "tls": the server speaks TLS; "": neither
     top_only: bool = False  # measured at the highest --concurrency only
 
     def levels(self, concurrency: list[int]) -> list[int]:
@@ -117,6 +130,9 @@ FAMILIES = (
     Family("telemetry.send.off", "send", "ours", telemetry="off", top_only=True),
     Family("telemetry.send.on", "send", "ours", telemetry="on", top_only=True),
     Family("telemetry.send.tracing", "send", "ours", telemetry="tracing", top_only=True),
+    Family("auth.send.plain", "send", "ours", top_only=True),
+    Family("auth.send.jwt", "send", "ours", auth="jwt", top_only=True),
+    Family("auth.send.tls", "send", "ours", auth="tls", top_only=True),
 )
 
 
@@ -234,6 +250,7 @@ class Bench:
         self.families: list[Family] = list(args.families)
         self.databases = Databases(args.postgres, self.server_cpus)
         self.notes: list[str] = []  # for the report: the PostgreSQL cases skipped, and why
+        self._refusals: dict[Family, str] = {}  # this run's auth.* servers: how they refused an unsecured call
 
     # ---- servers -------------------------------------------------------------------------------
 
@@ -263,7 +280,29 @@ class Bench:
         argv += ["--push-allow", "127.0.0.1", "--push-allow-http"] if family.push else []
         if family.telemetry:
             argv += ["--telemetry", family.telemetry, "--access-log-file", str(self._access_log(family))]
+        argv += self._auth_flags(family)
         return argv + (["--no-extensions"] if family.kind == "send" and not family.extension else [])
+
+    @functools.cached_property
+    def credentials(self) -> Credentials:
+        """The auth.* cases' keys, certificates and token, made on first use in the scratch directory."""
+        return Credentials.create(Path(self._scratch.name) / "credentials")
+
+    def _auth_flags(self, family: Family) -> list[str]:
+        """The server flags of an auth.* family: JWT verification with the run's key, or TLS."""
+        if family.auth == "jwt":
+            return ["--jwt-key", str(self.credentials.jwt_key), "--jwt-issuer", ISSUER, "--jwt-audience", AUDIENCE]
+        if family.auth == "tls":
+            return ["--tls-cert", str(self.credentials.tls_cert), "--tls-key", str(self.credentials.tls_key)]
+        return []
+
+    def _metadata(self, family: Family) -> Metadata:
+        """What every call of a send family carries."""
+        if family.extension:
+            return EXTENSION_METADATA
+        if family.auth == "jwt":
+            return (*measure.V1, ("authorization", f"Bearer {self.credentials.token}"))
+        return measure.V1
 
     def _access_log(self, family: Family) -> Path:
         """Where a telemetry.* family's server writes its access log in this run."""
@@ -276,6 +315,16 @@ class Bench:
             return None
         with path.open("rb") as log:
             return sum(1 for _ in log)
+
+    def _extras(self, family: Family) -> dict[str, Any]:
+        """What a telemetry.* or auth.* record adds: the access log's lines, how an unsecured call was refused."""
+        extras: dict[str, Any] = {}
+        lines = self._access_lines(family)
+        if lines is not None:
+            extras["access_log_lines"] = lines
+        if family in self._refusals:
+            extras["unsecured_call"] = self._refusals[family]
+        return extras
 
     def _profiler(self, family: Family, server: ServerProcess) -> subprocess.Popen[bytes] | None:
         if not self.args.profile or family.server != "ours":
@@ -305,7 +354,7 @@ class Bench:
             "workers": family.workers,
             **result,
         }
-        if family.name.startswith(("replicas.", "push.", "telemetry.")):
+        if family.name.startswith(("replicas.", "push.", "telemetry.", "auth.")):
             record["cpus"] = len(os.sched_getaffinity(0))
             record["server_cpus"] = len(self.server_cpus) if self.server_cpus else None
         self._runs.setdefault(record["name"], []).append(record)
@@ -329,7 +378,10 @@ class Bench:
             db_pid = self.databases.db_pid
         argv = self._server_argv(family, database or "memory")
         name = f"{family.name}.{role}" if role else family.name
-        server = ServerProcess(name, argv, ROOT, self.server_cpus, workers=family.workers, db_pid=db_pid)
+        tls_roots = self.credentials.ca_pem if family.auth == "tls" else None
+        server = ServerProcess(
+            name, argv, ROOT, self.server_cpus, workers=family.workers, db_pid=db_pid, tls_roots=tls_roots
+        )
         profiler = None
         try:
             profiler = self._profiler(family, server)
@@ -343,12 +395,15 @@ class Bench:
         self, stack: contextlib.ExitStack, pushing: bool = True
     ) -> tuple[dict[Family, ServerProcess], int]:
         """The selected send families' servers (not the pushing ones unless `pushing`), and how many failed to
-        start (skipped ones are no failure)."""
+        start (skipped ones are no failure) or, for an auth.* one, to refuse a call without credentials."""
         servers: dict[Family, ServerProcess] = {}
         failed = 0
         for family in (f for f in self.families if f.kind == "send" and (pushing or f.push != "on")):
             try:
-                servers[family] = stack.enter_context(self._serving(family))
+                server = stack.enter_context(self._serving(family))
+                if family.auth:
+                    self._refusals[family] = measure.unsecured_refusal(server, REFUSED_WITH[family.auth], self.settings)
+                servers[family] = server
             except SdkUnavailableError as error:
                 self._not_run(family, "skipped", f"{SDK_REQUIREMENT} unavailable: {error}")
             except Exception as error:
@@ -385,7 +440,7 @@ class Bench:
                 if not measured:
                     continue
                 started = [servers[family] for family in measured]
-                metadata = [EXTENSION_METADATA if family.extension else measure.V1 for family in measured]
+                metadata = [self._metadata(family) for family in measured]
                 channels = [max(self.args.channels, family.channels) for family in measured]
                 push = [family.push == "on" for family in measured]
                 try:
@@ -396,8 +451,7 @@ class Bench:
                     failed += 1
                     results = [{"failed": f"{type(error).__name__}: {error}", "concurrency": c}] * len(measured)
                 for family, result in zip(measured, results, strict=True):
-                    lines = self._access_lines(family)
-                    self._record(family, result if lines is None else {**result, "access_log_lines": lines}, f"@{c}")
+                    self._record(family, {**result, **self._extras(family)}, f"@{c}")
         return failed
 
     def run_replica_family(self, family: Family) -> None:

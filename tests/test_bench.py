@@ -9,7 +9,7 @@ already and A2A_GRPC_BENCH_SDK is not 0. The other cases always run, offline. Th
 PostgreSQL: they run as the PostgreSQL store tests do (the `postgres_server` fixture), on the bench's own
 throwaway cluster, or on $A2A_GRPC_TEST_POSTGRES_URL when set. The push.* cases run offline too: their webhook
 receiver is the bench's own, on 127.0.0.1. So do the telemetry.* cases (tracing with the `otel` extra, which the
-test environment installs, exported nowhere).
+test environment installs, exported nowhere), and the auth.* cases (their keys and certificates made for the run).
 """
 
 from __future__ import annotations
@@ -53,6 +53,8 @@ REPLICA_SEND = ("replicas.send.sqlite", "replicas.send.pg", "replicas.send.pg-wo
 PUSH_CONCURRENCY = 8
 TELEMETRY_CONCURRENCY = (2, 4)  # measured at the highest only
 TELEMETRY = ("telemetry.send.off", "telemetry.send.on", "telemetry.send.tracing")
+AUTH_CONCURRENCY = 4
+AUTH = ("auth.send.plain", "auth.send.jwt", "auth.send.tls")
 
 
 def _selected(names: tuple[str, ...]) -> list[str]:
@@ -129,6 +131,24 @@ def telemetry_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, A
         "--duration=1",
         "--warmup=0.2",
         f"--concurrency={','.join(map(str, TELEMETRY_CONCURRENCY))}",
+        f"--out={out}",
+    ]
+    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout.partition("\nNotes:")[0][-4000:] + done.stderr[-4000:]
+    return json.loads(out.read_text()), done.stdout
+
+
+@pytest.fixture(scope="module")
+def auth_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], str]:
+    out = tmp_path_factory.mktemp("bench-auth") / "results.json"
+    argv = [
+        "bash",
+        str(ROOT / "scripts" / "bench"),
+        "--cases=auth.*",
+        "--quick",
+        "--duration=1",
+        "--warmup=0.2",
+        f"--concurrency={AUTH_CONCURRENCY}",
         f"--out={out}",
     ]
     done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=300)
@@ -352,4 +372,36 @@ def test_telemetry_cases_are_measured_side_by_side_with_the_access_log_written(
     assert {t["target"] for t in document["targets"]} == {f"telemetry.send.on@{c} >= 0.9x telemetry.send.off@{c}"}
     assert len(document["telemetry"]) == 3  # each case's server CPU per request
     for line in ("JSON lines written", "server CPU per request", "Targets:"):
+        assert line in stdout
+
+
+@pytest.mark.timeout(400)
+def test_auth_cases_are_measured_side_by_side_on_servers_refusing_unsecured_calls(
+    auth_run: tuple[dict[str, Any], str],
+) -> None:
+    document, stdout = auth_run
+    cases = _cases(document)
+    c = AUTH_CONCURRENCY
+    assert sorted(cases) == sorted(f"{family}@{c}" for family in AUTH)
+    cycles = document["meta"]["send_cycles"] * document["meta"]["repeat"]
+    for name, case in cases.items():  # every call carried the token, or went over TLS, and was answered
+        assert "skipped" not in case and "failed" not in case, (name, case)
+        assert case["errors"] == 0, (name, case["first_error"])
+        assert case["completed"] > 0 and len(case["cycle_rates"]) == cycles, name
+        assert case["server_cpu_us"] > 0, name
+    assert "unsecured_call" not in cases[f"auth.send.plain@{c}"]
+    # checked before the load: a call without the token, a call over plaintext
+    assert cases[f"auth.send.jwt@{c}"]["unsecured_call"].startswith("UNAUTHENTICATED: ")
+    assert cases[f"auth.send.tls@{c}"]["unsecured_call"].startswith("UNAVAILABLE: ")
+    ratios = {r["ratio"]: r for r in document["ratios"]}
+    for label in ("jwt", "tls"):
+        ratio = ratios[f"auth.send.{label}@{c} / plain"]
+        assert ratio["value"] > 0 and len(ratio["quartiles"]) == 2, ratio
+        assert f"auth overhead auth.send.{label}@{c}, server CPU ({label}/plain - 1)" in ratios
+    assert {t["target"] for t in document["targets"]} == {
+        f"auth.send.jwt@{c} >= 0.85x auth.send.plain@{c}",
+        f"auth.send.tls@{c} >= 0.7x auth.send.plain@{c}",
+    }
+    assert len(document["auth"]) == 3  # each case's server CPU per request
+    for line in ("a call without credentials refused", "server CPU per request", "Targets:"):
         assert line in stdout
