@@ -27,6 +27,11 @@ class PublisherError(RuntimeError):
     or replied with a Message after the task was already shown): a bug in the agent."""
 
 
+class TaskLimitError(RuntimeError):
+    """A publish would take the task past what the server lets one task hold (its artifact bytes); nothing
+    was published. Left unhandled, it fails the task with a message that says so."""
+
+
 class ExtensionNotActiveError(ValueError):
     """Extension data was attached for an extension the caller did not activate."""
 
@@ -67,6 +72,11 @@ class RequestContext:
     def caller(self) -> str:
         """The authenticated principal that sent the message ("" on an open server)."""
         return self.call.principal
+
+    @property
+    def tenant(self) -> str:
+        """The tenant the request named, one the agent card names ("" on an agent without tenants)."""
+        return self.call.tenant
 
     @property
     def caller_claims(self) -> Mapping[str, Any]:

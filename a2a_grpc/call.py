@@ -17,6 +17,8 @@ def no_deadline() -> float | None:
     return None
 
 
+TENANT_SEPARATOR = "\x1f"
+
 NO_CLAIMS: Mapping[str, Any] = MappingProxyType({})
 
 
@@ -37,6 +39,7 @@ class CallContext:
     `principal` is the authenticated caller ("" on an open server or for an anonymous caller), `claims` what
     its credential said about it (a JWT's claims, a client certificate's names: a2a_grpc.auth), read-only.
     `trace_context` is the call's server span, with tracing on (a2a_grpc.telemetry.tracing); None when off.
+    `tenant` is the request's tenant, one the card's interfaces name ("" on a server without tenants).
     """
 
     method: str = ""
@@ -49,3 +52,16 @@ class CallContext:
     echo: str = ""
     trace_context: TraceContext | None = field(default=None, repr=False, compare=False)
     claims: Mapping[str, Any] = field(default_factory=no_claims, repr=False, compare=False)
+    tenant: str = ""
+
+    @property
+    def owner(self) -> str:
+        """The caller's partition, under which its tasks and push configs are stored: its principal, scoped to
+        the tenant when there is one. Tenant names hold no TENANT_SEPARATOR (the card check) and on a server
+        with tenants no principal does (the tenant check), so no two (tenant, principal) pairs share a key."""
+        return f"{self.tenant}{TENANT_SEPARATOR}{self.principal}" if self.tenant else self.principal
+
+
+def owner_call(owner: str) -> CallContext:
+    """A context acting as the stored owner `owner`: the server's own work on a task (recovery, takeover)."""
+    return CallContext(principal=owner)

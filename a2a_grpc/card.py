@@ -70,6 +70,9 @@ def check_card(card: a2a_pb2.AgentCard) -> None:
     for index, declared in enumerate(card.capabilities.extensions):
         if not declared.uri:
             violations.append((f"capabilities.extensions[{index}].uri", "is required"))
+    for index, interface in enumerate(card.supported_interfaces):
+        if any(ord(character) < 0x20 or character == "\x7f" for character in interface.tenant):
+            violations.append((f"supported_interfaces[{index}].tenant", "must not contain control characters"))
     if violations:
         problems = "; ".join(f"{_json_path(field)} {description}" for field, description in violations)
         raise CardError(f"agent card is incomplete: {problems}")

@@ -24,7 +24,13 @@ from a2a_grpc.push.worker import DeliverySettings
 from a2a_grpc.server import DEFAULT_STORE_URL, A2AServer, ServerSettings
 from a2a_grpc.servicer import MAX_LIST_PAGE_BYTES
 from a2a_grpc.store import StoreError
-from a2a_grpc.tasks import LEASE_SECONDS, POLL_SECONDS, SUBSCRIBER_BUFFER_BYTES
+from a2a_grpc.tasks import (
+    LEASE_SECONDS,
+    MAX_ARTIFACT_BYTES_PER_TASK,
+    MAX_HISTORY_PER_TASK,
+    POLL_SECONDS,
+    SUBSCRIBER_BUFFER_BYTES,
+)
 from a2a_grpc.telemetry import LOG_FORMATS, log_format, use_json_logs
 from a2a_grpc.telemetry.tracing_setup import use_sdk_unless_configured
 from a2a_grpc.validation import MAX_PARTS
@@ -196,6 +202,11 @@ def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
             "a stream this far behind its task reads the task's event log until it has caught up",
         ),
         ("max-extension-payload-bytes", MAX_EXTENSION_PAYLOAD_BYTES, "a larger extension payload is INVALID_ARGUMENT"),
+        (
+            "max-artifact-bytes-per-task",
+            MAX_ARTIFACT_BYTES_PER_TASK,
+            "bytes a task's artifacts may take; the agent's publish past them fails (and, unhandled, the task)",
+        ),
     )
     for flag, default, meaning in byte_limits:
         env = flag.upper().replace("-", "_")
@@ -213,6 +224,7 @@ def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
         ("max-streams-per-caller", 100, "open streams per caller; one more is RESOURCE_EXHAUSTED with a RetryInfo"),
         ("max-streams", 10_000, "open streams in all; one more is RESOURCE_EXHAUSTED with a RetryInfo"),
         ("max-parts", MAX_PARTS, "parts of one message; more are INVALID_ARGUMENT"),
+        ("max-history-per-task", MAX_HISTORY_PER_TASK, "messages kept in a task's history; older ones are dropped"),
         (
             "max-extensions-per-call",
             MAX_EXTENSIONS_PER_CALL,
@@ -475,6 +487,8 @@ def serve(args: argparse.Namespace, argv: Sequence[str]) -> int:
         max_streams=args.max_streams,
         max_parts=args.max_parts,
         max_extensions_per_call=args.max_extensions_per_call,
+        max_history_per_task=args.max_history_per_task,
+        max_artifact_bytes_per_task=args.max_artifact_bytes_per_task,
         store_pool_size=args.store_pool_size,
         lease_seconds=args.lease_seconds,
         poll_seconds=args.poll_interval,

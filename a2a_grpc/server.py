@@ -31,13 +31,22 @@ from a2a_grpc.ids import new_id
 from a2a_grpc.interceptors.server import Limits, ServerChain
 from a2a_grpc.interceptors.server.extensions import MAX_EXTENSIONS_PER_CALL
 from a2a_grpc.interceptors.server.services import GuardedServices
+from a2a_grpc.interceptors.server.tenants import TenantCheck
 from a2a_grpc.network_logs import HttpServerLog, quiet_grpc_metadata_logs
 from a2a_grpc.protocol import AGENT_CARD_PATH, SERVICE_NAME
 from a2a_grpc.push.service import JWKS_PATH, PushService, PushSettings
 from a2a_grpc.reflection import add_reflection
 from a2a_grpc.servicer import MAX_LIST_PAGE_BYTES, A2AServicer
 from a2a_grpc.store import TaskStore, open_store
-from a2a_grpc.tasks import LEASE_SECONDS, POLL_SECONDS, SUBSCRIBER_BUFFER_BYTES, TaskManager
+from a2a_grpc.tasks import (
+    LEASE_SECONDS,
+    MAX_ARTIFACT_BYTES_PER_TASK,
+    MAX_HISTORY_PER_TASK,
+    POLL_SECONDS,
+    SUBSCRIBER_BUFFER_BYTES,
+    TaskLimits,
+    TaskManager,
+)
 from a2a_grpc.telemetry import METRICS_PATH, AccessLog, Metrics, load_tracing
 from a2a_grpc.tls import TLS_SCHEME, ServerFiles, ServerTLS
 from a2a_grpc.validation import MAX_PARTS
@@ -87,6 +96,8 @@ class ServerSettings:
     max_extensions_per_call: int = (
         MAX_EXTENSIONS_PER_CALL  # distinct a2a-extensions of one call; more: INVALID_ARGUMENT
     )
+    max_history_per_task: int = MAX_HISTORY_PER_TASK  # messages a task keeps; older ones are dropped
+    max_artifact_bytes_per_task: int = MAX_ARTIFACT_BYTES_PER_TASK  # past it, the agent's publish fails
     # One of the processes of `a2a-grpc serve --workers N`: both ports are shared with the others
     # (SO_REUSEPORT), and every A2A call's trailers name this process.
     worker_mode: bool = False
@@ -223,6 +234,7 @@ class A2AServer:
             lease_seconds=settings.lease_seconds,
             poll_seconds=settings.poll_seconds,
             on_push_due=self.push.wake if self.push is not None else None,
+            limits=TaskLimits(settings.max_history_per_task, settings.max_artifact_bytes_per_task),
         )
         task_counts = getattr(self.manager, "task_counts", None)  # optional while the manager is reworked
         if self.metrics is not None and task_counts is not None:
@@ -265,6 +277,7 @@ class A2AServer:
                 max_streams=settings.max_streams,
             ),
             max_extensions_per_call=settings.max_extensions_per_call,
+            tenants=TenantCheck(interface.tenant for interface in self.card.supported_interfaces),
         )
         quiet_grpc_metadata_logs()
         server = grpc.aio.server(

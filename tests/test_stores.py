@@ -245,6 +245,20 @@ async def test_history_is_appended(store: TaskStore) -> None:
     assert [m.parts[0].text for m in stored.history] == ["one", "two", "three", "four"]
 
 
+async def test_history_kept_drops_the_oldest_messages_once_appended(store: TaskStore) -> None:
+    manager = Manager(store)
+    await manager.create("t1", history=[message("one"), message("two")])
+    kept = TaskWrite("t1", 2, history=[message("three"), message("four"), message("five")], history_kept=3)
+    await store.apply(kept)
+    stored = await store.get_task("t1", OWNER)
+    assert stored is not None
+    assert [m.parts[0].text for m in stored.history] == ["three", "four", "five"]
+    await store.apply(TaskWrite("t1", 3, history=[message("six")], history_kept=2))
+    stored = await store.get_task("t1", OWNER)
+    assert stored is not None
+    assert [m.parts[0].text for m in stored.history] == ["five", "six"]
+
+
 async def test_artifact_chunks_merge(store: TaskStore) -> None:
     manager = Manager(store)
     await manager.create("t1", artifacts=[artifact("a", "a1", name="first")])

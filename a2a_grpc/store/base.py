@@ -64,7 +64,8 @@ class TaskWrite:
     `version` is the task's version after the change: 1 creates the task from `task` (the whole task,
     serialized when the store takes the write); every later write must carry the stored version + 1
     and may carry several changes: the last status, the history messages and artifact chunks in order,
-    and the events that describe them (numbered on from the task's last stored event).
+    and the events that describe them (numbered on from the task's last stored event). With
+    `history_kept`, only the newest that many history messages stay stored once the write's are appended.
     """
 
     task_id: str
@@ -75,6 +76,7 @@ class TaskWrite:
     history: list[a2a_pb2.Message] = field(default_factory=list)
     artifacts: list[tuple[a2a_pb2.Artifact, bool]] = field(default_factory=list)  # (chunk, append)
     events: list[TaskEvent] = field(default_factory=list)
+    history_kept: int | None = None
 
 
 @dataclass(slots=True)

@@ -119,6 +119,8 @@ class MemoryStore:
             entry.state = write.status.state
             entry.ts_us = status_ts_us(write.status)
         entry.task.history.extend(write.history)
+        if write.history_kept is not None and len(entry.task.history) > write.history_kept:
+            del entry.task.history[: len(entry.task.history) - write.history_kept]
         for chunk, append in write.artifacts:
             compaction.apply_artifact(entry, chunk, append)
         self._log(entry, write.events)

@@ -43,6 +43,9 @@ SELECT $1, last.seq + item.n, item.blob
 FROM (SELECT COALESCE(MAX(seq), -1) AS seq FROM history WHERE task_id = $1) AS last,
      unnest($2::bytea[]) WITH ORDINALITY AS item (blob, n)
 """
+_TRIM_HISTORY: Final = (
+    "DELETE FROM history WHERE task_id = $1 AND seq <= (SELECT MAX(seq) FROM history WHERE task_id = $1) - $2"
+)
 _APPEND_CHUNKS: Final = """
 INSERT INTO artifact_chunks (task_id, seq, artifact_id, append, blob)
 SELECT $1, last.seq + item.n, item.artifact_id, item.append, item.blob
@@ -81,6 +84,7 @@ class PreparedWrite:
     context_id: str = ""
     metadata: bytes | None = None  # the task's metadata, on a create
     created_us: int = 0
+    history_kept: int | None = None
 
     @property
     def last_seq(self) -> int | None:
@@ -102,6 +106,7 @@ def prepare(write: TaskWrite, writer: str) -> PreparedWrite:
         status = None if write.status is None else _prepare_status(write.status)
         history = [message.SerializeToString() for message in write.history]
         prepared = PreparedWrite(write.task_id, write.version, writer, status, history)
+        prepared.history_kept = write.history_kept
         _add_chunks(prepared, write.artifacts)
     for event in write.events:
         prepared.event_seqs.append(event.seq)
@@ -151,6 +156,8 @@ async def apply_write(conn: asyncpg.Connection, write: PreparedWrite) -> None:
         await _update_task(conn, write)
     if write.history:
         await conn.execute(_APPEND_HISTORY, write.task_id, write.history)
+        if write.history_kept is not None:
+            await conn.execute(_TRIM_HISTORY, write.task_id, write.history_kept)
     if write.chunk_ids:
         await conn.execute(_APPEND_CHUNKS, write.task_id, write.chunk_ids, write.chunk_appends, write.chunk_blobs)
     if write.event_seqs:

@@ -19,6 +19,9 @@ _INSERT_TASK: Final = (
     " VALUES (?, ?, ?, ?, ?, 1, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING"
 )
 _INSERT_HISTORY: Final = "INSERT INTO history (task_id, seq, message) VALUES (?, ?, ?)"
+_TRIM_HISTORY: Final = (
+    "DELETE FROM history WHERE task_id = ? AND seq <= (SELECT MAX(seq) FROM history WHERE task_id = ?) - ?"
+)
 _INSERT_CHUNK: Final = "INSERT INTO artifacts (task_id, seq, artifact_id, append, chunk) VALUES (?, ?, ?, ?, ?)"
 _INSERT_EVENT: Final = "INSERT INTO task_events (task_id, seq, state, body) VALUES (?, ?, ?, ?)"
 
@@ -44,6 +47,7 @@ class PreparedWrite:
     owner: str = ""
     context_id: str = ""
     created_us: int = 0
+    history_kept: int | None = None
 
     @property
     def seq(self) -> int:
@@ -57,7 +61,10 @@ def prepare(write: TaskWrite) -> PreparedWrite:
     status = None if write.status is None else _prepare_status(write.status)
     history = [message.SerializeToString() for message in write.history]
     chunks = [_chunk(artifact, append) for artifact, append in write.artifacts]
-    return PreparedWrite(write.task_id, write.version, status, None, history, chunks, _event_rows(write))
+    events = _event_rows(write)
+    return PreparedWrite(
+        write.task_id, write.version, status, None, history, chunks, events, history_kept=write.history_kept
+    )
 
 
 def _prepare_create(write: TaskWrite) -> PreparedWrite:
@@ -104,6 +111,8 @@ def apply_write(conn: sqlite3.Connection, write: PreparedWrite) -> None:
     if write.history:
         rows = [(write.task_id, history_seq + i, blob) for i, blob in enumerate(write.history)]
         conn.executemany(_INSERT_HISTORY, rows)
+        if write.history_kept is not None:
+            conn.execute(_TRIM_HISTORY, (write.task_id, write.task_id, write.history_kept))
     if write.chunks:
         chunks = [(write.task_id, chunk_seq + i, *chunk) for i, chunk in enumerate(write.chunks)]
         conn.executemany(_INSERT_CHUNK, chunks)

@@ -6,10 +6,11 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from a2a_grpc.agent import AgentExecutor, EventPublisher, PublisherError
+from a2a_grpc.agent import AgentExecutor, EventPublisher, PublisherError, TaskLimitError
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.ids import new_id
 from a2a_grpc.protocol import INTERRUPTED_STATES, TERMINAL_STATES
+from a2a_grpc.tasks.limits import TaskLimits
 from a2a_grpc.tasks.live import SETTLED_STATES, LiveTask, TaskState
 from a2a_grpc.tasks.live_tasks import LiveTasks
 from a2a_grpc.tasks.rules import stopped_message
@@ -25,8 +26,9 @@ CANCEL_GRACE_SECONDS = 5.0
 class AgentRuns:
     """Runs the agent on accepted messages; each `TaskRun` records what its agent publishes through here."""
 
-    def __init__(self, executor: AgentExecutor, tasks: LiveTasks, writer: TaskWriter) -> None:
+    def __init__(self, executor: AgentExecutor, tasks: LiveTasks, writer: TaskWriter, limits: TaskLimits) -> None:
         self.executor = executor
+        self._max_artifact_bytes = limits.max_artifact_bytes
         self._tasks = tasks
         self._writer = writer
         self._runners: set[asyncio.Task[None]] = set()
@@ -63,6 +65,13 @@ class AgentRuns:
 
     def record_artifact(self, run: TaskRun, artifact: a2a_pb2.Artifact, append: bool, last_chunk: bool) -> None:
         live = self._check_publishing(run)
+        held = live.artifact_bytes_with(artifact, append)
+        if held > self._max_artifact_bytes:
+            raise TaskLimitError(
+                f"task {live.task.id} may hold at most {self._max_artifact_bytes} artifact bytes; "
+                f"this chunk would make {held}"
+            )
+        live.artifact_bytes = held
         self._writer.add_artifact(live, artifact, append, last_chunk)
 
     def record_reply(self, run: TaskRun, message: a2a_pb2.Message) -> None:
@@ -116,6 +125,12 @@ class AgentRuns:
         except asyncio.CancelledError as error:  # only shutdown cancels a run that CancelTask did not settle
             if live.run is run and live.state not in SETTLED_STATES:
                 self.record_status(run, a2a_pb2.TASK_STATE_FAILED, stopped_message(publisher.agent_message()))
+            return error
+        except TaskLimitError as error:
+            log.warning("agent failed on task %s: %s", live.task.id, error)
+            if live.run is run and live.state not in TERMINAL_STATES:
+                failure = publisher.agent_message(f"The task reached a limit of this server: {error}.")
+                self.record_status(run, a2a_pb2.TASK_STATE_FAILED, failure)
             return error
         except Exception as error:
             log.exception("agent failed on task %s", live.task.id)

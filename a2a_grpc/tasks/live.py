@@ -60,6 +60,7 @@ class LiveTask:
     """
 
     __slots__ = (
+        "artifact_bytes",
         "last_write",
         "owner",
         "pending",
@@ -85,6 +86,20 @@ class LiveTask:
         self.pending: TaskWrite | None = None
         self.last_write: asyncio.Future[None] | None = None
         self.write_error: BaseException | None = None  # what callers got for the first write that failed
+        self.artifact_bytes: int | None = None  # counted from the task's artifacts when first needed
+
+    def artifact_bytes_with(self, chunk: a2a_pb2.Artifact, append: bool) -> int:
+        """The bytes the task's artifacts would take with `chunk` applied (a chunk that is not appended
+        replaces the artifact of its id)."""
+        if self.artifact_bytes is None:
+            self.artifact_bytes = sum(artifact.ByteSize() for artifact in self.task.artifacts)
+        held = self.artifact_bytes
+        if not append:
+            for artifact in self.task.artifacts:
+                if artifact.artifact_id == chunk.artifact_id:
+                    held -= artifact.ByteSize()
+                    break
+        return held + chunk.ByteSize()
 
     @property
     def state(self) -> int:

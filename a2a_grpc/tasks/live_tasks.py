@@ -46,7 +46,7 @@ class LiveTasks:
         """
         live = self._by_id.get(task_id)
         if live is None or not self.current(live):
-            loaded = await self.store.load_task(task_id, call.principal)
+            loaded = await self.store.load_task(task_id, call.owner)
             live = self._by_id.get(task_id)  # another call may have loaded it meanwhile
             if live is not None and loaded is not None and not self.current(live) and loaded.version > live.version:
                 live.task, live.version, live.seq = loaded
@@ -55,7 +55,7 @@ class LiveTasks:
                 if loaded is None:
                     raise not_found(task_id)
                 task, version, seq = loaded
-                live = self._by_id[task_id] = LiveTask(task, call.principal, version, seq)
+                live = self._by_id[task_id] = LiveTask(task, call.owner, version, seq)
         check_visible(task_id, live.owner, call, live.shown)
         return live
 

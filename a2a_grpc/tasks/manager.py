@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import cast
 
 from a2a_grpc.agent import AgentExecutor, RequestContext
-from a2a_grpc.call import CallContext
+from a2a_grpc.call import CallContext, owner_call
 from a2a_grpc.errors import (
     A2AError,
     InvalidRequestError,
@@ -35,6 +35,7 @@ from a2a_grpc.protocol import RUNNING_STATES, STREAM_AFTER_HEADER, TERMINAL_STAT
 from a2a_grpc.store import page_token_after
 from a2a_grpc.store.base import InvalidPageTokenError, SharedStore, TaskPage, TaskQuery, TaskStore
 from a2a_grpc.tasks.agent_runs import AgentRuns
+from a2a_grpc.tasks.limits import DEFAULT_TASK_LIMITS, TaskLimits
 from a2a_grpc.tasks.live import SETTLED_STATES, LiveTask, Subscription, TaskState, copy_task, stamp_now, task_view
 from a2a_grpc.tasks.live_tasks import LiveTasks
 from a2a_grpc.tasks.replicas import LEASE_SECONDS, POLL_SECONDS, ReplicaKeeper
@@ -64,11 +65,12 @@ class TaskManager:
         lease_seconds: float = LEASE_SECONDS,
         poll_seconds: float = POLL_SECONDS,
         on_push_due: Callable[[str], None] | None = None,
+        limits: TaskLimits = DEFAULT_TASK_LIMITS,
     ) -> None:
         self.store = store
         self._tasks = LiveTasks(store, subscriber_buffer_bytes)
-        self._writer = TaskWriter(store, self._tasks, on_storage_writable, on_push_due)
-        self._runs = AgentRuns(executor, self._tasks, self._writer)
+        self._writer = TaskWriter(store, self._tasks, on_storage_writable, on_push_due, limits.max_history)
+        self._runs = AgentRuns(executor, self._tasks, self._writer, limits)
         self._replicas = (
             ReplicaKeeper(
                 cast(SharedStore, store),
@@ -96,7 +98,7 @@ class TaskManager:
             snapshot = copy_task(live.task)
             await wait_durable(write)
             return snapshot
-        task = await self.store.get_task(task_id, call.principal)
+        task = await self.store.get_task(task_id, call.owner)
         if task is None:
             raise not_found(task_id)
         return task
@@ -107,7 +109,7 @@ class TaskManager:
         """One page of the caller's tasks (the query's owner is the caller, whatever it said), as responses
         show them; a page whose tasks pass `max_bytes` ends early, and the next one starts after its last."""
         try:
-            page = await self.store.list_tasks(dataclasses.replace(query, owner=call.principal))
+            page = await self.store.list_tasks(dataclasses.replace(query, owner=call.owner))
         except InvalidPageTokenError:
             raise bad_page_token() from None
         shown = TaskPage(next_page_token=page.next_page_token, total_size=page.total_size)
@@ -132,14 +134,14 @@ class TaskManager:
         task = await self.get_task(config.task_id, call)
         config.id = config.id or new_id()
         final = task.status.state in TERMINAL_STATES
-        await self._writer.put_push_config(call.principal, config, 0 if from_start else None, final=final)
+        await self._writer.put_push_config(call.owner, config, 0 if from_start else None, final=final)
         return config
 
     async def get_push_config(
         self, task_id: str, config_id: str, call: CallContext
     ) -> a2a_pb2.TaskPushNotificationConfig:
         await self.get_task(task_id, call)
-        config = await self.store.get_push_config(call.principal, task_id, config_id)
+        config = await self.store.get_push_config(call.owner, task_id, config_id)
         if config is None:
             raise config_not_found(task_id, config_id)
         return config
@@ -149,14 +151,14 @@ class TaskManager:
     ) -> tuple[list[a2a_pb2.TaskPushNotificationConfig], str]:
         await self.get_task(task_id, call)
         try:
-            return await self.store.list_push_configs(call.principal, task_id, page_size, page_token)
+            return await self.store.list_push_configs(call.owner, task_id, page_size, page_token)
         except InvalidPageTokenError:
             raise bad_page_token() from None
 
     async def delete_push_config(self, task_id: str, config_id: str, call: CallContext) -> None:
         """Idempotent: a config that is already gone counts as deleted (the task must still be the caller's)."""
         await self.get_task(task_id, call)
-        await self._writer.delete_push_config(call.principal, task_id, config_id)
+        await self._writer.delete_push_config(call.owner, task_id, config_id)
 
     # ---- messages ----------------------------------------------------------------------------
 
@@ -170,7 +172,7 @@ class TaskManager:
         self._check_open()
         message = request.message
         created = not message.task_id
-        live = self._create(message, call.principal) if created else await self._resume(message, call)
+        live = self._create(message, call.owner) if created else await self._resume(message, call)
         metadata = request.metadata if request.HasField("metadata") else None
         run = live.run = TaskRun(self._runs, live, RequestContext(message, live, call, metadata))
         if subscriber is not None:
@@ -265,7 +267,7 @@ class TaskManager:
             return 0
         orphans = await self.store.running_tasks()
         for task_id, owner in orphans:
-            live = await self._tasks.load(task_id, CallContext(principal=owner))
+            live = await self._tasks.load(task_id, owner_call(owner))
             message = a2a_pb2.Message(message_id=new_id(), role=a2a_pb2.ROLE_AGENT)
             self._writer.set_status(live, a2a_pb2.TASK_STATE_FAILED, stopped_message(message))
             await live.durable()

@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import logging
 
-from a2a_grpc.call import CallContext
+from a2a_grpc.call import CallContext, owner_call
 from a2a_grpc.errors import A2AError, TaskChangedError
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.ids import new_id
@@ -151,7 +151,7 @@ class ReplicaKeeper:
         if live is not None and live.run is not None:
             return  # this replica runs it: its own heartbeat was late
         try:
-            live = await self._tasks.load(task_id, CallContext(principal=owner))
+            live = await self._tasks.load(task_id, owner_call(owner))
         except A2AError:
             return
         if live.run is None and live.state in RUNNING_STATES:

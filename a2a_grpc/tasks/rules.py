@@ -19,7 +19,7 @@ from a2a_grpc.tasks.live import LiveTask
 def check_visible(task_id: str, owner: str, call: CallContext, shown: bool) -> None:
     """The one place that decides whether a caller may see a task: a task another caller owns, or one
     not shown yet, does not exist for them (never PERMISSION_DENIED, which would leak its existence)."""
-    if owner != call.principal or not shown:
+    if owner != call.owner or not shown:
         raise not_found(task_id)
 
 

@@ -14,7 +14,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, TypeVar
 
-from a2a_grpc.call import CallContext
+from a2a_grpc.call import owner_call
 from a2a_grpc.errors import A2AError
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.ids import new_id
@@ -44,8 +44,10 @@ class TaskWriter:
         tasks: LiveTasks,
         on_storage_writable: Callable[[bool], None] | None,
         on_push_due: Callable[[str], None] | None,
+        max_history: int,
     ) -> None:
         self.store = store
+        self._max_history = max_history
         self._tasks = tasks
         self._on_storage_writable = on_storage_writable
         self._on_push_due = on_push_due
@@ -82,6 +84,10 @@ class TaskWriter:
             task.history.append(message)
             if delta:
                 write.history.append(task.history[-1])
+        excess = len(task.history) - self._max_history
+        if excess > 0:
+            del task.history[:excess]
+            write.history_kept = self._max_history
         live.set_status(status)
         write.status = status
         event = a2a_pb2.TaskStatusUpdateEvent(task_id=task.id, context_id=task.context_id, status=status)
@@ -253,7 +259,7 @@ class TaskWriter:
         still running, they would otherwise wait for an agent that is gone until the next restart."""
         for task_id, owner in unstored.items():
             try:
-                live = await self._tasks.load(task_id, CallContext(principal=owner))
+                live = await self._tasks.load(task_id, owner_call(owner))
             except A2AError:
                 continue
             if live.run is None and live.state not in SETTLED_STATES:

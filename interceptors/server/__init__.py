@@ -12,9 +12,11 @@ Each A2AService method handler is wrapped once, at start-up, in this order:
                   RESOURCE_EXHAUSTED with a RetryInfo (a2a_grpc.interceptors.server.limits)
   version         the `a2a-version` the call speaks, or VERSION_NOT_SUPPORTED
   extensions      the activated `a2a-extensions`, or EXTENSION_SUPPORT_REQUIRED; then the echo
+  tenants         once the request is parsed: its `tenant`, one the card names, scopes the call's tasks
+                  (INVALID_ARGUMENT otherwise)
   the servicer    called with the parsed request and the call's CallContext
 In worker mode (`a2a-grpc serve --workers N`) every call's trailers also name the process that served it.
-The checks follow the order the spec gives and run before the request is even parsed. Together they
+The checks follow the order the spec gives and, but for the tenant, run before the request is parsed. Together they
 build one immutable CallContext per call, which is then passed explicitly, never looked up.
 """
 
@@ -40,6 +42,7 @@ from a2a_grpc.interceptors.server.extensions import (
     send_echo,
 )
 from a2a_grpc.interceptors.server.limits import Limits, caller_of, released_when_done
+from a2a_grpc.interceptors.server.tenants import TenantCheck
 from a2a_grpc.interceptors.server.version import VersionCheck
 from a2a_grpc.protocol import A2A_SERVICE
 from a2a_grpc.telemetry import AccessLog, CallObserver, Metrics
@@ -80,7 +83,9 @@ class ServerChain:
         tracing: Tracing | None = None,
         limits: Limits | None = None,
         max_extensions_per_call: int = MAX_EXTENSIONS_PER_CALL,
+        tenants: TenantCheck | None = None,
     ) -> None:
+        self.tenants = tenants if tenants is not None else TenantCheck(())
         self._authenticate: Authenticate | None = authentication(authenticator) if authenticator is not None else None
         self.limits = limits if limits is not None else Limits()
         self._check_version = VersionCheck(missing_means=missing_version_means)
@@ -133,23 +138,31 @@ class ServerChain:
 
     def _unary(self, parse: Parse, behavior: UnaryBehavior) -> Admitted[Any]:
         echo_headers = self._echo_unary_headers
+        tenants = self.tenants
 
         async def serve(request: bytes, call: CallContext, context: Any) -> Any:
             if call.echo:
                 await send_echo(context, call.echo, headers=echo_headers)
-            return await behavior(parse_request(parse, request), call, context)
+            parsed = parse_request(parse, request)
+            if parsed.tenant or tenants.enabled:
+                call = tenants(call, parsed.tenant)
+            return await behavior(parsed, call, context)
 
         return serve
 
     def _stream(self, parse: Parse, behavior: StreamBehavior) -> Admitted[AsyncIterator[Any]]:
         limits = self.limits
+        tenants = self.tenants
 
         async def open_stream(request: bytes, call: CallContext, context: Any) -> AsyncIterator[Any]:
             release = limits.open_stream(caller_of(call.principal, context))
             try:
                 if call.echo:
                     await send_echo(context, call.echo, headers=True)
-                events = behavior(parse_request(parse, request), call, context)
+                parsed = parse_request(parse, request)
+                if parsed.tenant or tenants.enabled:
+                    call = tenants(call, parsed.tenant)
+                events = behavior(parsed, call, context)
             except BaseException:
                 release()
                 raise
