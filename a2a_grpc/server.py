@@ -236,9 +236,9 @@ class A2AServer:
             on_push_due=self.push.wake if self.push is not None else None,
             limits=TaskLimits(settings.max_history_per_task, settings.max_artifact_bytes_per_task),
         )
-        task_counts = getattr(self.manager, "task_counts", None)  # optional while the manager is reworked
-        if self.metrics is not None and task_counts is not None:
-            self.metrics.count_tasks(task_counts)
+        if self.metrics is not None:
+            self.metrics.count_tasks(self.manager.task_counts)
+            self.store.on_commit = self.metrics.store_commit
         self.health = health.aio.HealthServicer()
         self._health_updates: set[asyncio.Future[None]] = set()
         self._accepting = False  # started and not draining: readiness may say SERVING

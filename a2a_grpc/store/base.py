@@ -19,6 +19,9 @@ from typing import NamedTuple, Protocol
 
 from a2a_grpc.generated import a2a_pb2
 
+# Told of each commit a store makes: how long it took (seconds) and how many task writes it carried.
+CommitObserver = Callable[[float, int], None]
+
 
 class StoreError(Exception):
     """A store failed in a way the caller cannot fix (I/O, corruption)."""
@@ -114,10 +117,12 @@ class TaskStore(Protocol):
     """Where tasks and push-notification configs live. Every method is safe to call from the event loop.
 
     `shared` is True for a store that several server processes may use at once (it then also implements
-    `SharedStore`); such a store's tasks may change under this process at any time.
+    `SharedStore`); such a store's tasks may change under this process at any time. `on_commit`, when set,
+    is told of every commit of task writes (from the thread that made it); a store in memory makes none.
     """
 
     shared: bool
+    on_commit: CommitObserver | None
 
     async def open(self) -> None: ...
 

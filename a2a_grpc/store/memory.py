@@ -27,6 +27,7 @@ from a2a_grpc.store._codec import (
     status_ts_us,
 )
 from a2a_grpc.store.base import (
+    CommitObserver,
     EventsPrunedError,
     LoadedTask,
     PushTarget,
@@ -94,6 +95,7 @@ class MemoryStore:
 
     def __init__(self, max_log_bytes: int = MAX_LOG_BYTES) -> None:
         self.max_log_bytes = max_log_bytes
+        self.on_commit: CommitObserver | None = None
         self._tasks: dict[str, _Entry] = {}
         self._by_owner: dict[str, dict[str, _Entry]] = {}
         self._configs: dict[tuple[str, str], _Config] = {}

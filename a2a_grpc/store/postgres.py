@@ -23,6 +23,7 @@ finds nothing.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final, TypeAlias
@@ -33,6 +34,7 @@ from a2a_grpc.store import postgres_push as push
 from a2a_grpc.store import postgres_replicas as replicas
 from a2a_grpc.store._codec import decode_config_cursor, decode_task_cursor, encode_task_cursor
 from a2a_grpc.store.base import (
+    CommitObserver,
     InvalidPageTokenError,
     LoadedTask,
     PushTarget,
@@ -87,6 +89,7 @@ class PostgresStore:
         self.pool_size = pool_size
         self.replica_id = new_id()
         self.commit_count = 0  # transactions committed by the write worker: one per batch of writes
+        self.on_commit: CommitObserver | None = None
         self._open: _Open | None = None
 
     async def open(self) -> None:
@@ -271,6 +274,7 @@ class PostgresStore:
 
     async def _commit(self, pool: asyncpg.Pool, writes: list[PreparedWrite]) -> list[BaseException | None]:
         """Apply the batch in one transaction; the first try runs the writes back to back."""
+        started = time.perf_counter()
         try:
             async with pool.acquire() as conn:
                 try:
@@ -286,6 +290,8 @@ class PostgresStore:
             error = as_store_error(exc, "commit failed")
             return [error] * len(writes)
         self.commit_count += 1
+        if self.on_commit is not None:
+            self.on_commit(time.perf_counter() - started, len(writes))
         return errors
 
 

@@ -23,6 +23,7 @@ import os
 import queue
 import sqlite3
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +35,7 @@ from a2a_grpc.store import sqlite_reads as reads
 from a2a_grpc.store import sqlite_writes as writes
 from a2a_grpc.store._codec import decode_config_cursor, decode_task_cursor
 from a2a_grpc.store.base import (
+    CommitObserver,
     LoadedTask,
     PushTarget,
     StorageFullError,
@@ -72,6 +74,7 @@ class SqliteStore:
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
         self.commit_count = 0  # transactions committed by the writer thread: one per batch of writes
+        self.on_commit: CommitObserver | None = None
         self._threads: _Threads | None = None
 
     async def open(self) -> None:
@@ -209,6 +212,7 @@ class SqliteStore:
         """Apply the batch in one transaction. The first try runs the writes back to back; only a batch
         in which some write fails is rolled back and redone with a savepoint per write, so that failure
         is that write's alone."""
+        started = time.perf_counter()
         try:
             conn.execute("BEGIN IMMEDIATE")
             try:
@@ -223,6 +227,8 @@ class SqliteStore:
             error = _as_store_error(exc, prefix="commit failed")
             return [(future, error, None) for _, _, future in jobs]
         self.commit_count += 1
+        if self.on_commit is not None:
+            self.on_commit(time.perf_counter() - started, len(jobs))
         return outcomes
 
     async def ping(self) -> None:
