@@ -16,6 +16,7 @@ from a2a_grpc.agent import AgentExecutor
 from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
 from a2a_grpc.push.service import PushSettings
 from a2a_grpc.server import A2AServer, ServerSettings
+from a2a_grpc.store import MemoryStore, PostgresStore, SqliteStore, TaskStore
 from bench.pg_cluster import PostgresUnavailable, fresh_database, start_cluster
 
 V1 = (("a2a-version", "1.0"),)
@@ -121,6 +122,24 @@ async def postgres_url(postgres_server: str) -> AsyncIterator[str]:
     """URL of a fresh empty database on `postgres_server`, dropped after the test (best effort)."""
     async with fresh_database(postgres_server) as url:
         yield url
+
+
+@pytest.fixture(params=["memory", "sqlite", "postgresql"])
+def unopened_store(request: pytest.FixtureRequest, tmp_path: Path) -> TaskStore:
+    """Each store, not opened yet (the shared store suites run on all three). Synchronous, so that it can ask for the (async) `postgres_url` fixture only when needed."""
+    if request.param == "memory":
+        return MemoryStore()
+    if request.param == "sqlite":
+        return SqliteStore(tmp_path / "d" / "t.db")
+    return PostgresStore(request.getfixturevalue("postgres_url"))
+
+
+@pytest.fixture
+async def store(unopened_store: TaskStore) -> AsyncIterator[TaskStore]:
+    opened = unopened_store
+    await opened.open()
+    yield opened
+    await opened.close()
 
 
 def user_message(text: str = "hello", **fields: Any) -> a2a_pb2.Message:

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
 from a2a_grpc.generated import a2a_pb2
-from a2a_grpc.store import MemoryStore, PostgresStore, SqliteStore, StoreError, TaskStore, VersionConflictError
+from a2a_grpc.store import SqliteStore, StoreError, TaskStore, VersionConflictError
 from a2a_grpc.store.base import LoadedTask, TaskEvent, TaskWrite
 
 OWNER = "alice"
@@ -19,24 +18,6 @@ T0 = 1_700_000_000_000_000  # microseconds since the epoch
 SUBMITTED = a2a_pb2.TASK_STATE_SUBMITTED
 WORKING = a2a_pb2.TASK_STATE_WORKING
 COMPLETED = a2a_pb2.TASK_STATE_COMPLETED
-
-
-@pytest.fixture(params=["memory", "sqlite", "postgresql"])
-def unopened_store(request: pytest.FixtureRequest, tmp_path: Path) -> TaskStore:
-    """Synchronous, so that it can ask for the (async) `postgres_url` fixture only when needed."""
-    if request.param == "memory":
-        return MemoryStore()
-    if request.param == "sqlite":
-        return SqliteStore(tmp_path / "d" / "t.db")
-    return PostgresStore(request.getfixturevalue("postgres_url"))
-
-
-@pytest.fixture
-async def store(unopened_store: TaskStore) -> AsyncIterator[TaskStore]:
-    opened = unopened_store
-    await opened.open()
-    yield opened
-    await opened.close()
 
 
 def status(state: a2a_pb2.TaskState, ts_us: int = T0) -> a2a_pb2.TaskStatus:

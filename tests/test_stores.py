@@ -126,24 +126,6 @@ class Manager:
         await self.store.apply(write)
 
 
-@pytest.fixture(params=["memory", "sqlite", "postgresql"])
-def unopened_store(request: pytest.FixtureRequest, tmp_path: Path) -> TaskStore:
-    """Synchronous, so that it can ask for the (async) `postgres_url` fixture only when needed."""
-    if request.param == "memory":
-        return MemoryStore()
-    if request.param == "sqlite":
-        return SqliteStore(tmp_path / "d" / "t.db")
-    return PostgresStore(request.getfixturevalue("postgres_url"))
-
-
-@pytest.fixture
-async def store(unopened_store: TaskStore) -> AsyncIterator[TaskStore]:
-    opened = unopened_store
-    await opened.open()
-    yield opened
-    await opened.close()
-
-
 @pytest.fixture
 async def sqlite_store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
     opened = SqliteStore(tmp_path / "tasks.db")
