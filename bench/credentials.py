@@ -1,4 +1,5 @@
-"""Throwaway credentials for the auth.* cases, made when the bench runs, in its scratch directory.
+"""Throwaway credentials for the auth.* cases, made when the bench runs, in its scratch directory (and the CA
+and certificates the tests make: `new_ca`, `issue`).
 
 A JWT signing key, its public half in a PEM file for `--jwt-key`, and one token it signed (valid for a day:
 every call of the run carries it, so the server verifies it once and then finds it in its cache). A CA and
@@ -11,6 +12,7 @@ from __future__ import annotations
 import datetime
 import ipaddress
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,11 +47,15 @@ class Credentials:
                 serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
             )
         )
-        ca_key = ec.generate_private_key(ec.SECP256R1())
-        ca = _ca_certificate(ca_key)
-        server_key = ec.generate_private_key(ec.SECP256R1())
+        ca, ca_key = new_ca("a2a bench CA")
+        server_names: list[x509.GeneralName] = [
+            x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
+            x509.DNSName("localhost"),
+        ]
+        server_subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "a2a bench server")])
+        server, server_key = issue(ca, ca_key, server_subject, server_names, ExtendedKeyUsageOID.SERVER_AUTH)
         tls_cert, tls_key = directory / "server.crt", directory / "server.key"
-        tls_cert.write_bytes(_server_certificate(server_key, ca, ca_key).public_bytes(serialization.Encoding.PEM))
+        tls_cert.write_bytes(server.public_bytes(serialization.Encoding.PEM))
         tls_key.write_bytes(
             server_key.private_bytes(
                 serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
@@ -64,27 +70,16 @@ def _token(signing: ec.EllipticCurvePrivateKey) -> str:
     return jwt.encode(claims, signing, algorithm=JWT_ALGORITHM)
 
 
-def _builder(subject: str, issuer: x509.Name, key: ec.EllipticCurvePrivateKey) -> x509.CertificateBuilder:
-    now = datetime.datetime.now(datetime.UTC)
-    return (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)]))
-        .issuer_name(issuer)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + VALID)
-    )
-
-
-def _ca_certificate(key: ec.EllipticCurvePrivateKey) -> x509.Certificate:
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "a2a bench CA")])
-    return (
-        _builder("a2a bench CA", name, key)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+def new_ca(name: str) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
+    """A self-signed P-256 CA certificate named `name`, valid for a day, and its key."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+    certificate = (
+        _builder(subject, subject, key)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
         .add_extension(
             x509.KeyUsage(
-                digital_signature=False,
+                digital_signature=True,
                 content_commitment=False,
                 key_encipherment=False,
                 data_encipherment=False,
@@ -99,17 +94,38 @@ def _ca_certificate(key: ec.EllipticCurvePrivateKey) -> x509.Certificate:
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
         .sign(key, hashes.SHA256())
     )
+    return certificate, key
 
 
-def _server_certificate(
-    key: ec.EllipticCurvePrivateKey, ca: x509.Certificate, ca_key: ec.EllipticCurvePrivateKey
-) -> x509.Certificate:
-    names: list[x509.GeneralName] = [x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")]
-    return (
-        _builder("a2a bench server", ca.subject, key)
+def issue(
+    ca: x509.Certificate,
+    ca_key: ec.EllipticCurvePrivateKey,
+    subject: x509.Name,
+    names: Sequence[x509.GeneralName],
+    usage: x509.ObjectIdentifier,
+) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
+    """A P-256 leaf certificate `ca` signs for `subject`, its subject alternative `names` (none: no such
+    extension) and extended key `usage`, valid for a day; and its key."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    builder = (
+        _builder(subject, ca.subject, key)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .add_extension(x509.SubjectAlternativeName(names), critical=False)
-        .sign(ca_key, hashes.SHA256())
+        .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+    )
+    if names:
+        builder = builder.add_extension(x509.SubjectAlternativeName(names), critical=False)
+    return builder.sign(ca_key, hashes.SHA256()), key
+
+
+def _builder(subject: x509.Name, issuer: x509.Name, key: ec.EllipticCurvePrivateKey) -> x509.CertificateBuilder:
+    now = datetime.datetime.now(datetime.UTC)
+    return (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(issuer)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + VALID)
     )

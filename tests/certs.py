@@ -16,9 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from bench.credentials import issue, new_ca
 
 VALID = datetime.timedelta(days=1)
 TLS_SECONDS = 10.0
@@ -60,34 +62,7 @@ class Pki:
     def __init__(self, directory: Path, name: str = "test CA") -> None:
         directory.mkdir(parents=True, exist_ok=True)
         self.directory = directory
-        self._key = ec.generate_private_key(ec.SECP256R1())
-        now = datetime.datetime.now(datetime.UTC)
-        self.certificate = (
-            x509.CertificateBuilder()
-            .subject_name(_name(name))
-            .issuer_name(_name(name))
-            .public_key(self._key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(now + VALID)
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-            .add_extension(
-                x509.KeyUsage(
-                    digital_signature=True,
-                    content_commitment=False,
-                    key_encipherment=False,
-                    data_encipherment=False,
-                    key_agreement=False,
-                    key_cert_sign=True,
-                    crl_sign=True,
-                    encipher_only=False,
-                    decipher_only=False,
-                ),
-                critical=True,
-            )
-            .add_extension(x509.SubjectKeyIdentifier.from_public_key(self._key.public_key()), critical=False)
-            .sign(self._key, hashes.SHA256())
-        )
+        self.certificate, self._key = new_ca(name)
         self.ca_file = directory / f"{name.replace(' ', '-')}.crt"
         self.ca_file.write_bytes(self.certificate.public_bytes(serialization.Encoding.PEM))
 
@@ -102,22 +77,7 @@ class Pki:
         return self._issue(name, sans, ExtendedKeyUsageOID.CLIENT_AUTH)
 
     def _issue(self, name: str, sans: list[x509.GeneralName], usage: x509.ObjectIdentifier) -> Issued:
-        key = ec.generate_private_key(ec.SECP256R1())
-        now = datetime.datetime.now(datetime.UTC)
-        certificate = (
-            x509.CertificateBuilder()
-            .subject_name(_name(name))
-            .issuer_name(self.certificate.subject)
-            .public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(now + VALID)
-            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(self._key.public_key()), critical=False)
-            .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
-            .add_extension(x509.SubjectAlternativeName(sans), critical=False)
-            .sign(self._key, hashes.SHA256())
-        )
+        certificate, key = issue(self.certificate, self._key, _name(name), sans, usage)
         issued = Issued(certificate, key, self.directory / f"{name}.crt", self.directory / f"{name}.key")
         issued.cert.write_bytes(issued.cert_pem())
         issued.key.write_bytes(issued.key_pem())

@@ -4,7 +4,6 @@ sign, and a JWKS served over HTTPS on 127.0.0.1 with a certificate of that CA.""
 from __future__ import annotations
 
 import base64
-import datetime
 import hashlib
 import hmac
 import ipaddress
@@ -21,9 +20,11 @@ from typing import Any
 import jwt
 from aiohttp import web
 from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from bench.credentials import issue, new_ca
 
 ISSUER = "https://issuer.test"
 AUDIENCE = "a2a-grpc-tests"
@@ -61,35 +62,7 @@ class CA:
     """A self-signed certificate authority that issues server and client certificates."""
 
     def __init__(self, name: str = "a2a-grpc test CA") -> None:
-        self.key = ec.generate_private_key(ec.SECP256R1())
-        subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
-        now = datetime.datetime.now(datetime.UTC)
-        self.cert = (
-            x509.CertificateBuilder()
-            .subject_name(subject)
-            .issuer_name(subject)
-            .public_key(self.key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(now + datetime.timedelta(days=1))
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-            .add_extension(
-                x509.KeyUsage(
-                    digital_signature=True,
-                    content_commitment=False,
-                    key_encipherment=False,
-                    data_encipherment=False,
-                    key_agreement=False,
-                    key_cert_sign=True,
-                    crl_sign=True,
-                    encipher_only=False,
-                    decipher_only=False,
-                ),
-                critical=True,
-            )
-            .add_extension(x509.SubjectKeyIdentifier.from_public_key(self.key.public_key()), critical=False)
-            .sign(self.key, hashes.SHA256())
-        )
+        self.cert, self.key = new_ca(name)
 
     @property
     def pem(self) -> bytes:
@@ -108,8 +81,6 @@ class CA:
         uris: Iterable[str] = (),
         server: bool = False,
     ) -> Issued:
-        key = ec.generate_private_key(ec.SECP256R1())
-        now = datetime.datetime.now(datetime.UTC)
         names = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, "a2a-grpc tests")]
         if common_name is not None:
             names.append(x509.NameAttribute(NameOID.COMMON_NAME, common_name))
@@ -117,21 +88,7 @@ class CA:
         alternatives += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ips]
         alternatives += [x509.UniformResourceIdentifier(uri) for uri in uris]
         usage = ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH
-        builder = (
-            x509.CertificateBuilder()
-            .subject_name(x509.Name(names))
-            .issuer_name(self.cert.subject)
-            .public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(now + datetime.timedelta(days=1))
-            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
-            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(self.key.public_key()), critical=False)
-        )
-        if alternatives:
-            builder = builder.add_extension(x509.SubjectAlternativeName(alternatives), critical=False)
-        return Issued(builder.sign(self.key, hashes.SHA256()), key)
+        return Issued(*issue(self.cert, self.key, x509.Name(names), alternatives, usage))
 
 
 def b64url(data: bytes) -> str:
