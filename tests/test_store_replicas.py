@@ -157,6 +157,21 @@ async def test_runners_and_expired_runs(stores: tuple[PostgresStore, PostgresSto
     assert await b.expired_runs(LONG_LEASE) == []
 
 
+async def test_the_rows_of_replicas_gone_for_many_leases_are_dropped(
+    stores: tuple[PostgresStore, PostgresStore], db: asyncpg.Connection
+) -> None:
+    a, b = stores
+    await b.apply(create("t1", WORKING))
+    await db.execute("INSERT INTO replicas (id, heartbeat_at) VALUES ('killed long ago', now() - interval '1 hour')")
+    await a.close()  # without release: its row stays
+    await db.execute("UPDATE replicas SET heartbeat_at = now() - interval '1 minute' WHERE id = $1", a.replica_id)
+    assert await b.expired_runs(30) == []
+    rows = {row["id"] for row in await db.fetch("SELECT id FROM replicas")}
+    assert rows == {a.replica_id, b.replica_id}, "silent 2 leases: still a replica that may come back"
+    assert await b.expired_runs(5) == []
+    assert {row["id"] for row in await db.fetch("SELECT id FROM replicas")} == {b.replica_id}
+
+
 async def test_a_cancel_request_reaches_the_runner_once(
     replicas: tuple[Replica, Replica], db: asyncpg.Connection
 ) -> None:

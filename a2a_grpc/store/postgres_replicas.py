@@ -29,6 +29,10 @@ _HEARTBEAT: Final = (
     " ON CONFLICT (id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at"
 )
 _RELEASE: Final = "DELETE FROM replicas WHERE id = $1"
+# A replica silent this many leases is gone for good (killed, not stopped): its row goes, its runs taken over
+# long before. Should it come back, its next heartbeat writes the row again.
+FORGOTTEN_AFTER_LEASES: Final = 10
+_FORGET_DEAD: Final = "DELETE FROM replicas WHERE heartbeat_at < now() - make_interval(secs => $1)"
 # Takes the expired runs over (this replica becomes their runner), so that no other replica fails them too.
 _EXPIRED_RUNS: Final = f"""
 WITH expired AS (
@@ -68,6 +72,7 @@ async def release(pool: asyncpg.Pool, replica_id: str) -> None:
 async def expired_runs(pool: asyncpg.Pool, lease_seconds: float, replica_id: str) -> list[tuple[str, str]]:
     with translated():
         rows = await pool.fetch(_EXPIRED_RUNS, float(lease_seconds), replica_id)
+        await pool.execute(_FORGET_DEAD, float(lease_seconds * FORGOTTEN_AFTER_LEASES))
     return [(str(row["id"]), str(row["owner"])) for row in rows]
 
 
