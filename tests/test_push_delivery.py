@@ -15,7 +15,7 @@ import functools
 import logging
 import socket
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +34,7 @@ from process import free_port
 from rpc_helpers import Stub, make_stub, rpc_error
 from test_push_guard import LoopbackOnlyConnector
 from test_readme import README, fenced_blocks
+from test_store_push import OWNER, Tasks, config
 
 import a2a_grpc.push
 from a2a_grpc.agents.writer import CHUNKS, WriterAgent
@@ -41,9 +42,12 @@ from a2a_grpc.card import GRPC_BINDING
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.protocol import RESUME_EXTENSION_URI, STREAM_AFTER_HEADER
 from a2a_grpc.push import CONTENT_TYPE, SIGNATURE_HEADER, TOKEN_HEADERS, NotificationVerifier
+from a2a_grpc.push.guard import AddressPolicy
 from a2a_grpc.push.service import JWKS_PATH, PushSettings
-from a2a_grpc.push.worker import DeliverySettings
+from a2a_grpc.push.worker import DeliverySettings, PushWorker
 from a2a_grpc.server import A2AServer, ServerSettings
+from a2a_grpc.store import MemoryStore
+from a2a_grpc.store.base import PushTarget
 
 WRITER_CARD = README.parent / "examples" / "writer-card.json"
 WAIT_SECONDS = 15.0  # the bound on any one wait for notifications
@@ -360,6 +364,80 @@ async def test_status_only_sends_no_artifact_updates(start_server: StartServer, 
     await no_more_requests(receiver, WRITER_STATUS_EVENTS)
     assert events_of(receiver.hits) == [event for event in logged if event.HasField("status_update")]
     assert "artifact" not in kinds(events_of(receiver.hits))
+
+
+@pytest.mark.parametrize("store", ["memory", "sqlite"])
+async def test_woken_tasks_are_delivered_without_waiting_for_a_sweep(
+    start_server: StartServer, receiver: Receiver, tmp_path: Path, store: str
+) -> None:
+    """Every config is claimed by its task, as its events are stored (the one sweep is at the start): the
+    events stored while a courier delivers follow on, and several tasks at once each get all of theirs."""
+    delivery = DeliverySettings(sweep_seconds=3600.0)
+    push = PushSettings(allow=("127.0.0.1",), allow_http=True, delivery=delivery)
+    store_url = "memory" if store == "memory" else f"sqlite:///{tmp_path / 'tasks.db'}"
+    server = await start_server(card=writer_card(), agent=WriterAgent(chunk_delay=0.01), push=push, store_url=store_url)
+    async with grpc.aio.insecure_channel(server.grpc_target) as channel:
+        stub = make_stub(channel)
+        tasks = await asyncio.gather(*(ask(stub, push_config(receiver.url(f"/hook{n}"))) for n in range(3)))
+        await asyncio.gather(*(answer(stub, task.id) for task in tasks))
+        for n in range(3):
+            await receiver.wait_count(f"/hook{n}", WRITER_EVENTS)
+        logged = [await event_log(stub, task.id) for task in tasks]
+    await no_more_requests(receiver, 3 * WRITER_EVENTS)
+    assert [events_of(receiver.at(f"/hook{n}")) for n in range(3)] == logged
+
+
+class ReleaseGatedStore(MemoryStore):
+    """A memory store whose first release of a config, once applied, holds the releasing courier until
+    `gate` opens (as a slow store's answer would), and that tells when a claim takes a config meanwhile."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.released = asyncio.Event()
+        self.claimed_meanwhile = asyncio.Event()
+        self.gate = asyncio.Event()
+
+    async def release_push(self, task_id: str, config_id: str, claimer: str, delivered: int | None = None) -> None:
+        await super().release_push(task_id, config_id, claimer, delivered)
+        if not self.released.is_set():
+            self.released.set()
+            await self.gate.wait()
+
+    async def claim_push_targets(
+        self,
+        claimer: str,
+        lease_seconds: float,
+        limit: int,
+        task_ids: Sequence[str] | None = None,
+        events: int = 0,
+    ) -> list[PushTarget]:
+        targets = await super().claim_push_targets(claimer, lease_seconds, limit, task_ids, events)
+        if targets and self.released.is_set():
+            self.claimed_meanwhile.set()
+        return targets
+
+
+async def test_a_webhook_claimed_again_while_its_courier_ends_gets_the_new_events(receiver: Receiver) -> None:
+    store = ReleaseGatedStore()
+    tasks = Tasks(store)
+    await tasks.create("t1", events=1)
+    await store.put_push_config(OWNER, config("t1", url=receiver.url("/hook")), delivered=0)
+    sender = a2a_grpc.push.PushSender(AddressPolicy(allow=("127.0.0.1",), allow_http=True))
+    worker = PushWorker(store, sender, "this replica", DeliverySettings(sweep_seconds=3600.0))
+    worker.start()
+    try:
+        async with asyncio.timeout(WAIT_SECONDS):
+            await store.released.wait()  # event 1 delivered; its courier released the webhook and still runs
+            await tasks.append("t1")
+            worker.wake("t1")
+            await store.claimed_meanwhile.wait()
+        store.gate.set()
+        await receiver.wait_count("/hook", 2)
+    finally:
+        store.gate.set()
+        await worker.stop()
+    texts = [hit.event().artifact_update.artifact.parts[0].text for hit in receiver.at("/hook")]
+    assert texts == ["chunk 1", "chunk 2"]
 
 
 # ---- retries, refusals, a webhook that never answers -------------------------------------------------

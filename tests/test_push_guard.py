@@ -17,6 +17,7 @@ from aiohttp import web
 from aiohttp.abc import AbstractResolver, ResolveResult
 from aiohttp.client_proto import ResponseHandler
 from aiohttp.client_reqrep import ClientRequest
+from yarl import URL
 
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.push import AddressPolicy, GuardedResolver, PushSender, PushTargetRefused
@@ -196,6 +197,14 @@ def test_url_rules(url: str, reason: str) -> None:
         AddressPolicy().check_url(url)
     assert reason in refused.value.reason
     assert "s3cr3t" not in str(refused.value)
+
+
+def test_a_verdict_holds_on_every_call() -> None:
+    policy = AddressPolicy(allow=["10.1.2.3"])
+    for _ in range(2):  # the second call asks the remembered verdicts
+        assert policy.check_url("https://10.1.2.3/hook?x=1") == URL("https://10.1.2.3/hook?x=1")
+        with pytest.raises(PushTargetRefused):
+            policy.check_url("https://10.1.2.4/hook")
 
 
 async def test_a_public_destination_passes_the_checks() -> None:

@@ -112,6 +112,52 @@ async def test_claim_returns_the_due_configs_up_to_the_limit(store: TaskStore) -
     assert not keys(first) & keys(rest)
 
 
+async def test_a_claim_of_named_tasks_takes_only_their_due_configs(store: TaskStore) -> None:
+    tasks = Tasks(store)
+    for task_id in ("t1", "t2", "t3"):
+        await tasks.create(task_id, events=2)
+        await store.put_push_config(OWNER, config(task_id, "c1"), delivered=0)
+    await store.put_push_config(OWNER, config("t1", "c2"), delivered=0)
+    await store.put_push_config(OWNER, config("t2", "caught up"))
+
+    named = await store.claim_push_targets("a", LONG_LEASE, 10, ["t1", "t2", "no such task"])
+    assert keys(named) == {("t1", "c1", 0, 2), ("t1", "c2", 0, 2), ("t2", "c1", 0, 2)}
+    assert await store.claim_push_targets("b", LONG_LEASE, 10, ["t1", "t2"]) == []  # held by "a"
+    assert keys(await store.claim_push_targets("b", LONG_LEASE, 10, ["t3", "t3"])) == {("t3", "c1", 0, 2)}
+    assert await store.claim_push_targets("b", LONG_LEASE, 10, []) == []
+    for task_id in ("t4", "t5"):
+        await tasks.create(task_id, events=1)
+        await store.put_push_config(OWNER, config(task_id), delivered=0)
+    first = await store.claim_push_targets("c", LONG_LEASE, 1, ["t4", "t5"])  # up to the limit
+    assert len(first) == 1
+    assert len(await store.claim_push_targets("c", LONG_LEASE, 10, ["t4", "t5"])) == 1
+
+
+async def test_a_claim_reads_the_first_due_events_when_asked(store: TaskStore) -> None:
+    tasks = Tasks(store)
+    await tasks.create("t1", events=5)
+    await store.put_push_config(OWNER, config("t1"), delivered=2)
+    [target] = await store.claim_push_targets("a", LONG_LEASE, 10, ["t1"], events=2)
+    # A store may leave the events to the courier's own read (PostgreSQL does): then it reads none.
+    assert target.events in ((event("t1", 3), event("t1", 4)), ())
+    assert (target.delivered, target.latest) == (2, 5)
+
+
+async def test_release_with_a_cursor_acks_and_releases_in_one_write(store: TaskStore) -> None:
+    tasks = Tasks(store)
+    await tasks.create("t1", events=3)
+    await store.put_push_config(OWNER, config("t1"), delivered=0)
+    await store.claim_push_targets("a", LONG_LEASE, 10)
+    await store.release_push("t1", "c1", "b", delivered=3)  # not the holder: nothing changes
+    assert await store.claim_push_targets("b", LONG_LEASE, 10) == []
+    await store.release_push("t1", "c1", "a", delivered=2)
+    assert keys(await store.claim_push_targets("b", LONG_LEASE, 10)) == {("t1", "c1", 2, 3)}
+    await store.release_push("t1", "c1", "b", delivered=1)  # not backwards
+    assert keys(await store.claim_push_targets("c", LONG_LEASE, 10)) == {("t1", "c1", 2, 3)}
+    await store.release_push("t1", "c1", "c", delivered=3)
+    assert await store.claim_push_targets("d", LONG_LEASE, 10) == []  # all delivered
+
+
 async def test_a_held_config_goes_to_no_other_claimer(store: TaskStore) -> None:
     tasks = Tasks(store)
     await tasks.create("t1", events=1)

@@ -14,6 +14,7 @@ the dialler must call `check_url` right before each request, as `PushSender` doe
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import re
 import socket
@@ -23,6 +24,7 @@ from aiohttp.abc import AbstractResolver, ResolveResult
 from yarl import URL
 
 MAX_URL_LENGTH = 2048
+PASSED_URLS = 1024  # URLs whose passing verdict is remembered
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -76,6 +78,8 @@ class AddressPolicy:
 
     def __init__(self, allow: Sequence[str] = (), allow_http: bool = False) -> None:
         self.allow_http = allow_http
+        # The verdict on a URL needs no DNS, so it is the same every time: those that pass are remembered.
+        self._passed = functools.lru_cache(maxsize=PASSED_URLS)(self._judge_url)
         self._allowed_hosts: set[str] = set()
         self._allowed_networks: list[IPNetwork] = []
         for entry in allow:
@@ -98,25 +102,29 @@ class AddressPolicy:
             return True
         return not any(_forbidden(form) for form in forms)
 
-    def check_url(self, url: str) -> None:
-        """Refuse what can be judged without DNS: the URL's form, and a literal IP or local host name."""
+    def check_url(self, url: str) -> URL:
+        """Refuse what can be judged without DNS: the URL's form, and a literal IP or local host name.
+        Returns the URL parsed."""
+        return self._passed(url)
+
+    def _judge_url(self, url: str) -> URL:
         parsed = _parse(url, self.allow_http)
         host = parsed.raw_host or ""
         if self.host_allowed(host):
-            return
+            return parsed
         if _is_ip(host):
             if not self.address_allowed(host):
                 raise PushTargetRefused("url", "host is not an allowed destination")
-            return
+            return parsed
         if _looks_numeric(host):
             raise PushTargetRefused("url", "host is not a canonical IP address or DNS name")
         if _normal_host(host) == "localhost" or _normal_host(host).endswith(".localhost"):  # RFC 6761
             raise PushTargetRefused("url", "host is not an allowed destination")
+        return parsed
 
     async def check_destination(self, url: str, resolver: AbstractResolver) -> None:
         """`check_url`, then refuse a host name if any address it resolves to is forbidden."""
-        self.check_url(url)
-        parsed = URL(url)
+        parsed = self.check_url(url)
         host = parsed.raw_host or ""
         if _is_ip(host) or self.host_allowed(host):
             return

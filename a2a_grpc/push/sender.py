@@ -35,7 +35,7 @@ CONTENT_TYPE = "application/a2a+json"
 TOKEN_HEADERS = ("X-A2A-Notification-Token", "A2A-Notification-Token")
 SIGNATURE_HEADER = "X-A2A-Notification-Signature"
 POOL_LIMIT = 64
-POOL_LIMIT_PER_HOST = 4
+POOL_LIMIT_PER_HOST = 16
 MAX_RETRY_AFTER = 3600.0
 _HEADER_VALUE = re.compile(r"[\t\x20-\x7e]*")
 
@@ -98,7 +98,8 @@ class PushSender:
 
     async def post(self, config: a2a_pb2.TaskPushNotificationConfig, body: bytes, task_id: str) -> Attempt:
         attempt = await self._attempt(config, body, task_id)
-        _log.debug("push for task %s to %s: %s", task_id, safe_host(config.url), attempt.reason)
+        if _log.isEnabledFor(logging.DEBUG):
+            _log.debug("push for task %s to %s: %s", task_id, safe_host(config.url), attempt.reason)
         return attempt
 
     async def close(self) -> None:
@@ -110,9 +111,9 @@ class PushSender:
     async def _attempt(self, config: a2a_pb2.TaskPushNotificationConfig, body: bytes, task_id: str) -> Attempt:
         try:
             # aiohttp does not ask the resolver about a literal IP: this check is its connect-time check.
-            self._policy.check_url(config.url)
+            url = self._policy.check_url(config.url)
             headers = self._headers(config, body, task_id)
-            async with self._client().post(config.url, data=body, headers=headers, allow_redirects=False) as response:
+            async with self._client().post(url, data=body, headers=headers, allow_redirects=False) as response:
                 return _classify(response)
         except PushTargetRefused as exc:
             return Attempt(Outcome.GIVE_UP, f"refused: {exc}")

@@ -1,10 +1,11 @@
 """The push delivery worker: delivers each task's events to its webhooks, in order, at least once.
 
 A task's event log is the outbox: each push config holds a cursor, the last event delivered to it. The
-worker claims configs with events past their cursor (one replica at a time holds a config), and for each
-runs a courier that posts the events one by one, retrying with backoff, and moves the cursor on after
-each 2xx (or after giving up on an event). A crash between a delivery and its cursor write sends that
-event again after the restart: receivers must be idempotent, as the spec says; nothing due is lost.
+worker claims configs with events past their cursor (one replica at a time holds a config): those of the
+tasks it was woken for at once, by key, and any others at each sweep. For each it runs a courier that
+posts the events one by one, retrying with backoff, and moves the cursor on as it releases the config (and
+sooner when the claim needs renewing). A crash before a cursor write sends those events again after the
+restart: receivers must be idempotent, as the spec says; nothing due is lost.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ class DeliverySettings:
     max_age_seconds: float = 3600.0  # ... or time since its first attempt
     concurrency: int = 64  # requests in flight over all webhooks
     couriers: int = 256  # webhooks served at once
-    claim_seconds: float = 30.0  # a courier's hold on its webhook, renewed at every cursor move and retry
+    claim_seconds: float = 30.0  # a courier's hold on its webhook, renewed every half of it and before each retry
     sweep_seconds: float = 1.0  # how often to look for due notifications nobody announced
 
 
@@ -60,7 +61,10 @@ class PushWorker:
         self._requests = asyncio.Semaphore(settings.concurrency)
         self._couriers: dict[str, dict[str, asyncio.Task[None]]] = {}  # task id -> config id -> its courier
         self._courier_count = 0
-        self._more: set[tuple[str, str]] = set()  # couriers whose task stored events while they ran
+        self._more: set[tuple[str, str]] = set()  # couriers whose task stored events after their last read
+        self._waiting: dict[tuple[str, str], PushTarget] = {}  # claimed while their courier was still ending
+        self._due: set[str] = set()  # tasks woken since the last claim
+        self._next_sweep = 0.0  # time.monotonic() of the next claim over every config
         # The last claim took as many webhooks as there were free couriers: more may be due, so a courier
         # that ends wakes the claim loop (else the rest would wait for the next sweep, `couriers` per sweep).
         self._claim_full = False
@@ -86,38 +90,70 @@ class PushWorker:
         for courier in couriers:
             courier.cancel()
         await asyncio.gather(*couriers, return_exceptions=True)
+        for target in self._waiting.values():
+            await self._release(target.config, target.delivered)
+        self._waiting.clear()
         await self.sender.close()
 
     def wake(self, task_id: str) -> None:
         for config_id in self._couriers.get(task_id, ()):
             self._more.add((task_id, config_id))
+        self._due.add(task_id)
         self._wakeup.set()
 
     async def _claim_loop(self) -> None:
         while not self._stopping:
             self._wakeup.clear()
-            free = self.settings.couriers - self._courier_count
-            try:
-                targets = await self.store.claim_push_targets(self.claimer, self.settings.claim_seconds, free)
-            except Exception as error:  # the store is unreachable: the next sweep retries
-                log.warning("could not look for due push notifications: %s", error)
-                targets = []
-            else:
-                self._claim_full = len(targets) >= free
+            targets = await self._claim()
             if self._stopping:
                 for target in targets:
-                    await self._release(target.config)
+                    await self._release(target.config, target.delivered)
                 return
             for target in targets:
                 self._start_courier(target)
             with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(self.settings.sweep_seconds):
+                async with asyncio.timeout(self._until_sweep()):
                     await self._wakeup.wait()
+
+    async def _claim(self) -> list[PushTarget]:
+        """Claim the due webhooks of the tasks woken since the last claim, or of every task when a sweep is due."""
+        free = self.settings.couriers - self._courier_count
+        sweep = time.monotonic() >= self._next_sweep
+        if free <= 0 or not (sweep or self._due):
+            self._claim_full = free <= 0
+            return []
+        woken, self._due = self._due, set()
+        if sweep:
+            self._next_sweep = time.monotonic() + self.settings.sweep_seconds
+        task_ids = None if sweep else list(woken)
+        try:
+            targets = await self.store.claim_push_targets(
+                self.claimer, self.settings.claim_seconds, free, task_ids, EVENT_PAGE
+            )
+        except Exception as error:  # the store is unreachable: the next sweep retries
+            log.warning("could not look for due push notifications: %s", error)
+            return []
+        self._claim_full = len(targets) >= free
+        if self._claim_full:  # what was left out is claimed once a courier is free
+            self._due |= woken - {target.config.task_id for target in targets}
+            if sweep:
+                self._next_sweep = 0.0
+        for target in targets:  # woken while the claim read their events: their couriers read again
+            if target.config.task_id in self._due:
+                self._more.add((target.config.task_id, target.config.id))
+        return targets
+
+    def _until_sweep(self) -> float | None:
+        """How long the claim loop may sleep unless woken; without a free courier, until one ends."""
+        if self._courier_count >= self.settings.couriers:
+            return None
+        return max(0.0, self._next_sweep - time.monotonic())
 
     def _start_courier(self, target: PushTarget) -> None:
         task_id, config_id = target.config.task_id, target.config.id
         by_config = self._couriers.setdefault(task_id, {})
-        if config_id in by_config:
+        if config_id in by_config:  # claimed again as its courier released it: the next courier, once it ends
+            self._waiting[(task_id, config_id)] = target
             return
         by_config[config_id] = asyncio.get_running_loop().create_task(self._courier(target))
         self._courier_count += 1
@@ -125,77 +161,95 @@ class PushWorker:
 
     def _courier_done(self, task_id: str, config_id: str) -> None:
         self._courier_count -= 1
-        if (task_id, config_id) in self._more:  # events came after its last read: claim the webhook again now
-            self._more.discard((task_id, config_id))
-            self._wakeup.set()
-        elif self._claim_full:  # a courier is free for a webhook the last claim had no room for
-            self._wakeup.set()
         by_config = self._couriers[task_id]
         del by_config[config_id]
         if not by_config:
             del self._couriers[task_id]
+        key = (task_id, config_id)
+        waiting = None if self._stopping else self._waiting.pop(key, None)
+        if waiting is not None:  # held already: its courier starts now, and reads on if more came (`_more`)
+            self._start_courier(waiting)
+        elif key in self._more:  # events came after its last read: claim the webhook again now
+            self._more.discard(key)
+            self._due.add(task_id)
+            self._wakeup.set()
+        elif self._claim_full:  # a courier is free for a webhook the last claim had no room for
+            self._wakeup.set()
 
     async def _courier(self, target: PushTarget) -> None:
-        config = target.config
-        key = (config.task_id, config.id)
-        delivered = target.delivered
+        hold = _Hold(target.config, target.delivered, time.monotonic() + self.settings.claim_seconds / 2)
+        key = (hold.config.task_id, hold.config.id)
+        events = list(target.events)
         try:
-            first_page = True
             while True:
-                self._more.discard(key)
-                if not first_page:  # the config may have been replaced (another url or token) or deleted
-                    current = await self.store.get_push_config(target.owner, config.task_id, config.id)
-                    if current is None:
-                        return
-                    config = current
-                first_page = False
-                events = await self._next_events(target, delivered)
                 if not events:
-                    if key in self._more:
-                        continue
-                    return
-                for event in events:
-                    wanted = not (self.settings.status_only and event.state == 0)  # state 0: an artifact update
-                    if wanted and not await self._deliver(config, event, delivered):
-                        return  # the claim lapsed and another replica took the webhook over
-                    delivered = max(delivered, event.seq)
-                    if not await self._renew(config, delivered):
+                    self._more.discard(key)
+                    events = await self._next_events(target, hold)
+                    if not events:
                         return
+                if not await self._deliver_page(hold, events):
+                    return  # the claim lapsed and another replica took the webhook over
+                if len(events) < EVENT_PAGE and key not in self._more:
+                    return
+                events = []
         except asyncio.CancelledError:
             raise
         except Exception as error:  # the store failed: the webhook is claimed again at a later sweep
-            log.warning("push delivery to %s stopped for now: %s", safe_host(config.url), type(error).__name__)
+            log.warning("push delivery to %s stopped for now: %s", safe_host(hold.config.url), type(error).__name__)
         finally:
-            await self._release(config)
+            await self._release(hold.config, hold.delivered)
 
-    async def _renew(self, config: a2a_pb2.TaskPushNotificationConfig, delivered: int) -> bool:
-        """Move the cursor to `delivered` and renew the claim; False when the claim is no longer ours."""
-        return await self.store.ack_push(
-            config.task_id, config.id, delivered, self.claimer, self.settings.claim_seconds
+    async def _deliver_page(self, hold: _Hold, events: list[TaskEvent]) -> bool:
+        """Deliver the events in order; False when the claim was lost meanwhile."""
+        for event in events:
+            wanted = not (self.settings.status_only and event.state == 0)  # state 0: an artifact update
+            if wanted and not await self._deliver(hold, event):
+                return False
+            hold.delivered = max(hold.delivered, event.seq)
+            if time.monotonic() >= hold.renew_at and not await self._renew(hold):
+                return False
+        return True
+
+    async def _renew(self, hold: _Hold) -> bool:
+        """Move the cursor to what was delivered and renew the claim; False when the claim is no longer ours."""
+        config = hold.config
+        renewed = await self.store.ack_push(
+            config.task_id, config.id, hold.delivered, self.claimer, self.settings.claim_seconds
         )
+        hold.renew_at = time.monotonic() + self.settings.claim_seconds / 2
+        return renewed
 
-    async def _release(self, config: a2a_pb2.TaskPushNotificationConfig) -> None:
-        """Give the webhook back (its claim would lapse anyway): bounded, so that `stop` never hangs on it."""
+    async def _release(self, config: a2a_pb2.TaskPushNotificationConfig, delivered: int) -> None:
+        """Move the cursor and give the webhook back (its claim would lapse anyway): bounded, so that `stop`
+        never hangs on it."""
         try:
             async with asyncio.timeout(STOP_SECONDS):
-                await self.store.release_push(config.task_id, config.id, self.claimer)
+                await self.store.release_push(config.task_id, config.id, self.claimer, delivered)
         except Exception as error:
             log.debug("could not release push config %s of task %s: %s", config.id, config.task_id, error)
 
-    async def _next_events(self, target: PushTarget, delivered: int) -> list[TaskEvent]:
-        """The events after the cursor; when the log no longer holds them, the task as it is now."""
+    async def _next_events(self, target: PushTarget, hold: _Hold) -> list[TaskEvent]:
+        """The events after the cursor (when the log no longer holds them, the task as it is now), with the
+        config as it is now; none when the config was deleted."""
+        current = await self.store.get_push_config(target.owner, hold.config.task_id, hold.config.id)
+        if current is None:
+            return []
+        hold.config = current  # it may have been replaced: another url or token
+        task_id = current.task_id
         try:
-            return await self.store.read_events(target.config.task_id, delivered, EVENT_PAGE)
+            events = await self.store.read_events(task_id, hold.delivered, EVENT_PAGE)
         except EventsPrunedError:
-            loaded = await self.store.load_task(target.config.task_id, target.owner)
+            loaded = await self.store.load_task(task_id, target.owner)
             if loaded is None:
                 return []
             body = a2a_pb2.StreamResponse(task=loaded.task).SerializeToString()
             return [TaskEvent(loaded.seq, loaded.task.status.state, body)]
+        return events
 
-    async def _deliver(self, config: a2a_pb2.TaskPushNotificationConfig, event: TaskEvent, delivered: int) -> bool:
+    async def _deliver(self, hold: _Hold, event: TaskEvent) -> bool:
         """Post one event until a 2xx, a final refusal, or the attempts or the age run out; the claim is
         renewed before each wait between attempts. False when the claim was lost meanwhile."""
+        config = hold.config
         body = json_format.MessageToJson(a2a_pb2.StreamResponse.FromString(event.body), indent=None).encode()
         first = time.monotonic()
         attempt_number = 0
@@ -211,13 +265,23 @@ class PushWorker:
             delay = backoff(attempt_number - 1, retry_after=attempt.retry_after)
             if time.monotonic() - first + delay > self.settings.max_age_seconds:
                 break
-            if not await self._renew(config, delivered):
+            if not await self._renew(hold):
                 return False
             self._on_delivery("retried")
             await asyncio.sleep(delay)
         self._on_delivery("failed")
         _gave_up(config, event, attempt)
         return True
+
+
+@dataclass(slots=True)
+class _Hold:
+    """A courier's claimed webhook: the config as last read, the last event delivered (or given up on),
+    and when the claim is to be renewed."""
+
+    config: a2a_pb2.TaskPushNotificationConfig
+    delivered: int
+    renew_at: float  # time.monotonic()
 
 
 def _ignore(outcome: str) -> None:

@@ -111,6 +111,7 @@ class PushTarget:
     config: a2a_pb2.TaskPushNotificationConfig
     delivered: int  # the last event delivered to this config (or given up on)
     latest: int  # the task's last event
+    events: tuple[TaskEvent, ...] = ()  # the first due events, when the claim read them (else read them)
 
 
 class TaskStore(Protocol):
@@ -186,9 +187,18 @@ class TaskStore(Protocol):
         """True when a config was deleted."""
         ...
 
-    async def claim_push_targets(self, claimer: str, lease_seconds: float, limit: int) -> list[PushTarget]:
-        """Up to `limit` configs with notifications due that no other claimer holds, now held by `claimer`
-        for `lease_seconds` (a claim that is not renewed lapses: another claimer may take the config)."""
+    async def claim_push_targets(
+        self,
+        claimer: str,
+        lease_seconds: float,
+        limit: int,
+        task_ids: Sequence[str] | None = None,
+        events: int = 0,
+    ) -> list[PushTarget]:
+        """Up to `limit` configs with notifications due that no claimer holds, now held by `claimer` for
+        `lease_seconds` (a claim that is not renewed lapses: another claimer may take the config).
+        With `task_ids`, only the configs of those tasks are looked at (each found by its key, not by a
+        scan). A store may read up to `events` of each target's due events with it (`PushTarget.events`)."""
         ...
 
     async def ack_push(self, task_id: str, config_id: str, seq: int, claimer: str, lease_seconds: float) -> bool:
@@ -196,8 +206,9 @@ class TaskStore(Protocol):
         renewed. False when `claimer` no longer holds the config (then nothing changes)."""
         ...
 
-    async def release_push(self, task_id: str, config_id: str, claimer: str) -> None:
-        """Give up `claimer`'s hold on the config (its notifications stay due)."""
+    async def release_push(self, task_id: str, config_id: str, claimer: str, delivered: int | None = None) -> None:
+        """Give up `claimer`'s hold on the config (its notifications stay due); with `delivered`, move its
+        cursor there first, as `ack_push` does (an ack and a release in one write)."""
         ...
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -98,7 +99,7 @@ class MemoryStore:
         self.on_commit: CommitObserver | None = None
         self._tasks: dict[str, _Entry] = {}
         self._by_owner: dict[str, dict[str, _Entry]] = {}
-        self._configs: dict[tuple[str, str], _Config] = {}
+        self._configs: dict[str, dict[str, _Config]] = {}  # task id -> config id -> config
 
     async def open(self) -> None:
         pass
@@ -190,11 +191,11 @@ class MemoryStore:
     async def put_push_config(
         self, owner: str, config: a2a_pb2.TaskPushNotificationConfig, delivered: int | None = None
     ) -> None:
-        key = (config.task_id, config.id)
-        existing = self._configs.get(key)
+        configs = self._configs.setdefault(config.task_id, {})
+        existing = configs.get(config.id)
         if existing is None:
             cursor = self._seq(config.task_id) if delivered is None else delivered
-            self._configs[key] = _Config(owner, _copy(config), cursor)
+            configs[config.id] = _Config(owner, _copy(config), cursor)
             return
         existing.owner, existing.config = owner, _copy(config)
         if delivered is not None:
@@ -203,7 +204,7 @@ class MemoryStore:
     async def get_push_config(
         self, owner: str, task_id: str, config_id: str
     ) -> a2a_pb2.TaskPushNotificationConfig | None:
-        found = self._configs.get((task_id, config_id))
+        found = self._config(task_id, config_id)
         if found is None or found.owner != owner:
             return None
         return _copy(found.config)
@@ -212,46 +213,72 @@ class MemoryStore:
         self, owner: str, task_id: str, page_size: int, page_token: str
     ) -> tuple[list[a2a_pb2.TaskPushNotificationConfig], str]:
         after = decode_config_cursor(page_token) if page_token else None
+        configs = self._configs.get(task_id, {})
         ids = sorted(
             config_id
-            for (tid, config_id), found in self._configs.items()
-            if tid == task_id and found.owner == owner and (after is None or config_id > after)
+            for config_id, found in configs.items()
+            if found.owner == owner and (after is None or config_id > after)
         )
         page = ids[:page_size]
         token = encode_config_cursor(page[-1]) if len(ids) > len(page) and page else ""
-        return [_copy(self._configs[(task_id, config_id)].config) for config_id in page], token
+        return [_copy(configs[config_id].config) for config_id in page], token
 
     async def delete_push_config(self, owner: str, task_id: str, config_id: str) -> bool:
-        found = self._configs.get((task_id, config_id))
+        found = self._config(task_id, config_id)
         if found is None or found.owner != owner:
             return False
-        del self._configs[(task_id, config_id)]
+        configs = self._configs[task_id]
+        del configs[config_id]
+        if not configs:
+            del self._configs[task_id]
         return True
 
-    async def claim_push_targets(self, claimer: str, lease_seconds: float, limit: int) -> list[PushTarget]:
+    async def claim_push_targets(
+        self,
+        claimer: str,
+        lease_seconds: float,
+        limit: int,
+        task_ids: Sequence[str] | None = None,
+        events: int = 0,
+    ) -> list[PushTarget]:
         now = time.monotonic()
         targets: list[PushTarget] = []
-        for found in self._configs.values():
-            if len(targets) >= limit:
-                break
-            latest = self._seq(found.config.task_id)
-            if latest > found.delivered and (found.claimed_by is None or found.claimed_until < now):
-                found.claimed_by, found.claimed_until = claimer, now + lease_seconds
-                targets.append(PushTarget(found.owner, _copy(found.config), found.delivered, latest))
+        for task_id in self._configs if task_ids is None else task_ids:
+            latest = self._seq(task_id)
+            for found in self._configs.get(task_id, {}).values():
+                if len(targets) >= limit:
+                    return targets
+                if latest > found.delivered and (found.claimed_by is None or found.claimed_until < now):
+                    found.claimed_by, found.claimed_until = claimer, now + lease_seconds
+                    due = self._due_events(task_id, found.delivered, events)
+                    targets.append(PushTarget(found.owner, _copy(found.config), found.delivered, latest, due))
         return targets
 
     async def ack_push(self, task_id: str, config_id: str, seq: int, claimer: str, lease_seconds: float) -> bool:
-        found = self._configs.get((task_id, config_id))
+        found = self._config(task_id, config_id)
         if found is None or found.claimed_by != claimer:
             return False
         found.delivered = max(found.delivered, seq)
         found.claimed_until = time.monotonic() + lease_seconds
         return True
 
-    async def release_push(self, task_id: str, config_id: str, claimer: str) -> None:
-        found = self._configs.get((task_id, config_id))
+    async def release_push(self, task_id: str, config_id: str, claimer: str, delivered: int | None = None) -> None:
+        found = self._config(task_id, config_id)
         if found is not None and found.claimed_by == claimer:
             found.claimed_by = None
+            if delivered is not None:
+                found.delivered = max(found.delivered, delivered)
+
+    def _config(self, task_id: str, config_id: str) -> _Config | None:
+        return self._configs.get(task_id, {}).get(config_id)
+
+    def _due_events(self, task_id: str, after: int, limit: int) -> tuple[TaskEvent, ...]:
+        """Up to `limit` events after `after`; none when the log no longer holds the first of them."""
+        events = self._tasks[task_id].events if limit else []
+        if not events or after + 1 < events[0].seq:
+            return ()
+        start = bisect.bisect_right(events, after, key=_event_seq)
+        return tuple(events[start : start + limit])
 
     def _seq(self, task_id: str) -> int:
         entry = self._tasks.get(task_id)

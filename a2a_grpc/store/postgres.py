@@ -214,14 +214,22 @@ class PostgresStore:
     async def delete_push_config(self, owner: str, task_id: str, config_id: str) -> bool:
         return await push.delete_config(self._pool(), owner, task_id, config_id)
 
-    async def claim_push_targets(self, claimer: str, lease_seconds: float, limit: int) -> list[PushTarget]:
-        return await push.claim(self._pool(), claimer, lease_seconds, limit)
+    async def claim_push_targets(
+        self,
+        claimer: str,
+        lease_seconds: float,
+        limit: int,
+        task_ids: Sequence[str] | None = None,
+        events: int = 0,
+    ) -> list[PushTarget]:
+        """Reads no events with the targets: a courier reads them on a pooled connection of its own."""
+        return await push.claim(self._pool(), claimer, lease_seconds, limit, task_ids)
 
     async def ack_push(self, task_id: str, config_id: str, seq: int, claimer: str, lease_seconds: float) -> bool:
         return await push.ack(self._pool(), task_id, config_id, seq, claimer, lease_seconds)
 
-    async def release_push(self, task_id: str, config_id: str, claimer: str) -> None:
-        await push.release(self._pool(), task_id, config_id, claimer)
+    async def release_push(self, task_id: str, config_id: str, claimer: str, delivered: int | None = None) -> None:
+        await push.release(self._pool(), task_id, config_id, claimer, delivered)
 
     # -- SharedStore: coordination between replicas (postgres_replicas) ---------------------------
 

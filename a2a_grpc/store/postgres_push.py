@@ -8,6 +8,7 @@ database's clock, which every replica shares.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Final
 
 from a2a_grpc.generated import a2a_pb2
@@ -32,14 +33,15 @@ _LIST: Final = (
 )
 _DELETE: Final = "DELETE FROM push_configs WHERE task_id = $1 AND config_id = $2 AND owner = $3"
 # A config is due when its task's last event is past its cursor: a comparison across two tables, which no
-# index serves, so a claim reads configs and their tasks until it has `limit` due ones (all of them when few
-# are due): fine for thousands of configs. SKIP LOCKED passes over the configs another replica is claiming
-# right now; one it claimed after this statement began is re-read once locked, and found claimed.
+# index serves, so a sweep reads configs and their tasks until it has `limit` due ones (all of them when few
+# are due): fine for thousands of configs; a claim of named tasks reads only their configs, by key. SKIP
+# LOCKED passes over the configs another replica is claiming right now; one it claimed after this statement
+# began is re-read once locked, and found claimed.
 _CLAIM: Final = """
 WITH due AS (
     SELECT p.task_id, p.config_id, t.seq AS latest
     FROM push_configs p JOIN tasks t ON t.id = p.task_id
-    WHERE t.seq > p.delivered AND (p.claimed_until IS NULL OR p.claimed_until < now())
+    WHERE {tasks}t.seq > p.delivered AND (p.claimed_until IS NULL OR p.claimed_until < now())
     LIMIT $3
     FOR UPDATE OF p SKIP LOCKED
 )
@@ -47,12 +49,15 @@ UPDATE push_configs p SET claimed_by = $1, claimed_until = now() + make_interval
 FROM due WHERE p.task_id = due.task_id AND p.config_id = due.config_id
 RETURNING p.owner, p.blob, p.delivered, due.latest
 """
+_CLAIM_ALL: Final = _CLAIM.format(tasks="")
+_CLAIM_OF_TASKS: Final = _CLAIM.format(tasks="p.task_id = ANY($4::text[]) AND ")
 _ACK: Final = (
     "UPDATE push_configs SET delivered = GREATEST(delivered, $3), claimed_until = now() + make_interval(secs => $5)"
     " WHERE task_id = $1 AND config_id = $2 AND claimed_by = $4"
 )
+# GREATEST ignores a NULL: without a cursor, the cursor stays.
 _RELEASE: Final = (
-    "UPDATE push_configs SET claimed_by = NULL, claimed_until = NULL"
+    "UPDATE push_configs SET delivered = GREATEST(delivered, $4::bigint), claimed_by = NULL, claimed_until = NULL"
     " WHERE task_id = $1 AND config_id = $2 AND claimed_by = $3"
 )
 
@@ -98,11 +103,16 @@ async def delete_config(pool: asyncpg.Pool, owner: str, task_id: str, config_id:
     return row_count(done) > 0
 
 
-async def claim(pool: asyncpg.Pool, claimer: str, lease_seconds: float, limit: int) -> list[PushTarget]:
+async def claim(
+    pool: asyncpg.Pool, claimer: str, lease_seconds: float, limit: int, task_ids: Sequence[str] | None
+) -> list[PushTarget]:
     if has_nul(claimer):
         raise ValueError("a claimer must not contain NUL")
     with translated():
-        rows = await pool.fetch(_CLAIM, claimer, float(lease_seconds), limit)
+        if task_ids is None:
+            rows = await pool.fetch(_CLAIM_ALL, claimer, float(lease_seconds), limit)
+        else:
+            rows = await pool.fetch(_CLAIM_OF_TASKS, claimer, float(lease_seconds), limit, list(task_ids))
     return [
         PushTarget(
             str(row["owner"]),
@@ -122,8 +132,8 @@ async def ack(pool: asyncpg.Pool, task_id: str, config_id: str, seq: int, claime
     return row_count(done) > 0
 
 
-async def release(pool: asyncpg.Pool, task_id: str, config_id: str, claimer: str) -> None:
+async def release(pool: asyncpg.Pool, task_id: str, config_id: str, claimer: str, delivered: int | None) -> None:
     if has_nul(task_id, config_id, claimer):
         return
     with translated():
-        await pool.execute(_RELEASE, task_id, config_id, claimer)
+        await pool.execute(_RELEASE, task_id, config_id, claimer, delivered)

@@ -24,7 +24,7 @@ import queue
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Concatenate, Final, ParamSpec, TypeAlias, TypeVar
@@ -147,16 +147,24 @@ class SqliteStore:
         deleted: bool = await self._submit(push.delete_config, (task_id, config_id, owner))
         return deleted
 
-    async def claim_push_targets(self, claimer: str, lease_seconds: float, limit: int) -> list[PushTarget]:
-        targets: list[PushTarget] = await self._submit(push.claim, (claimer, lease_seconds, limit))
+    async def claim_push_targets(
+        self,
+        claimer: str,
+        lease_seconds: float,
+        limit: int,
+        task_ids: Sequence[str] | None = None,
+        events: int = 0,
+    ) -> list[PushTarget]:
+        payload: push.ClaimPayload = (claimer, lease_seconds, limit, task_ids, events)
+        targets: list[PushTarget] = await self._submit(push.claim, payload)
         return targets
 
     async def ack_push(self, task_id: str, config_id: str, seq: int, claimer: str, lease_seconds: float) -> bool:
         held: bool = await self._submit(push.ack, (task_id, config_id, seq, claimer, lease_seconds))
         return held
 
-    async def release_push(self, task_id: str, config_id: str, claimer: str) -> None:
-        await self._submit(push.release, (task_id, config_id, claimer))
+    async def release_push(self, task_id: str, config_id: str, claimer: str, delivered: int | None = None) -> None:
+        await self._submit(push.release, (task_id, config_id, claimer, delivered))
 
     async def set_max_pages(self, pages: int) -> int:
         """Cap the file at `pages` database pages (SQLite's max_page_count; 4 KiB each by default): a write

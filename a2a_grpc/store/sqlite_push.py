@@ -2,18 +2,21 @@
 of whoever delivers to it.
 
 The writes (`put_config`, `delete_config`, `claim`, `ack`, `release`) are jobs of the store's writer thread,
-run inside its transaction; the reads (`get_config`, `list_configs`) run on its reader thread. Claims hold
-until a wall-clock time in microseconds, so that they mean the same after a restart.
+run inside its transaction (a claim reads its targets' first due events there too, saving each courier a
+read); the reads (`get_config`, `list_configs`) run on its reader thread. Claims hold until a wall-clock
+time in microseconds, so that they mean the same after a restart.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from typing import Final
+from collections.abc import Sequence
+from typing import Any, Final, TypeAlias
 
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.store._codec import encode_config_cursor, now_us
 from a2a_grpc.store.base import PushTarget
+from a2a_grpc.store.sqlite_reads import read_events
 
 # The cursor of a new config defaults to its task's last event, read by the same statement.
 _PUT: Final = (
@@ -29,23 +32,26 @@ _LIST: Final = (
     " AND (? IS NULL OR config_id > ?) ORDER BY config_id LIMIT ?"
 )
 # A config is due when its task's last event is past its cursor: a comparison across two tables, which no
-# index serves. So a claim reads every config (and its task's row, by primary key) until it has `limit`
-# due ones: fine for thousands of configs. Keeping each task's last event in its configs' rows would allow
-# an index of the due ones only, at the cost of an extra update in every task write that has events.
-_DUE: Final = (
+# index serves. So a sweep reads every config (and its task's row, by primary key) until it has `limit`
+# due ones: fine for thousands of configs. A claim of named tasks reads only their configs, by key.
+_DUE_COLUMNS: Final = (
     "SELECT p.task_id, p.config_id, p.owner, p.blob, p.delivered, t.seq"
     " FROM push_configs p JOIN tasks t ON t.id = p.task_id"
-    " WHERE t.seq > p.delivered AND (p.claimed_until_us IS NULL OR p.claimed_until_us < ?) LIMIT ?"
 )
+_DUE_NOW: Final = "t.seq > p.delivered AND (p.claimed_until_us IS NULL OR p.claimed_until_us < ?1)"
+_DUE: Final = f"{_DUE_COLUMNS} WHERE {_DUE_NOW} LIMIT ?2"
+_DUE_OF_TASK: Final = f"{_DUE_COLUMNS} WHERE p.task_id = ?3 AND {_DUE_NOW} LIMIT ?2"
 _CLAIM: Final = "UPDATE push_configs SET claimed_by = ?, claimed_until_us = ? WHERE task_id = ? AND config_id = ?"
 _ACK: Final = (
     "UPDATE push_configs SET delivered = MAX(delivered, ?), claimed_until_us = ?"
     " WHERE task_id = ? AND config_id = ? AND claimed_by = ?"
 )
 _RELEASE: Final = (
-    "UPDATE push_configs SET claimed_by = NULL, claimed_until_us = NULL"
-    " WHERE task_id = ? AND config_id = ? AND claimed_by = ?"
+    "UPDATE push_configs SET delivered = MAX(delivered, COALESCE(?4, delivered)), claimed_by = NULL,"
+    " claimed_until_us = NULL WHERE task_id = ?1 AND config_id = ?2 AND claimed_by = ?3"
 )
+
+ClaimPayload: TypeAlias = tuple[str, float, int, Sequence[str] | None, int]
 
 
 def put_config(conn: sqlite3.Connection, payload: tuple[str, str, str, bytes, int | None]) -> None:
@@ -58,18 +64,35 @@ def delete_config(conn: sqlite3.Connection, payload: tuple[str, str, str]) -> bo
     return conn.execute(_DELETE, payload).rowcount > 0
 
 
-def claim(conn: sqlite3.Connection, payload: tuple[str, float, int]) -> list[PushTarget]:
-    """payload: (claimer, lease in seconds, limit). The writer's transaction makes the select and the
-    update one step: no other write comes between them."""
-    claimer, lease_seconds, limit = payload
+def claim(conn: sqlite3.Connection, payload: ClaimPayload) -> list[PushTarget]:
+    """payload: (claimer, lease in seconds, limit, task ids or None for all, events to read with each).
+    The writer's transaction makes the select and the update one step: no other write comes between them."""
+    claimer, lease_seconds, limit, task_ids, events = payload
     now = now_us()
-    rows = conn.execute(_DUE, (now, limit)).fetchall()
+    rows = _due(conn, now, limit, task_ids)
     until = now + _micros(lease_seconds)
     conn.executemany(_CLAIM, [(claimer, until, task_id, config_id) for task_id, config_id, *_ in rows])
     return [
-        PushTarget(owner, a2a_pb2.TaskPushNotificationConfig.FromString(blob), int(delivered), int(latest))
-        for _, _, owner, blob, delivered, latest in rows
+        PushTarget(
+            owner,
+            a2a_pb2.TaskPushNotificationConfig.FromString(blob),
+            int(delivered),
+            int(latest),
+            tuple(read_events(conn, task_id, delivered, events)) if events else (),
+        )
+        for task_id, _, owner, blob, delivered, latest in rows
     ]
+
+
+def _due(conn: sqlite3.Connection, now: int, limit: int, task_ids: Sequence[str] | None) -> list[Any]:
+    if task_ids is None:
+        return conn.execute(_DUE, (now, limit)).fetchall()
+    rows: list[Any] = []
+    for task_id in dict.fromkeys(task_ids):  # each once: the claims are written after every read
+        if len(rows) >= limit:
+            break
+        rows += conn.execute(_DUE_OF_TASK, (now, limit - len(rows), task_id)).fetchall()
+    return rows
 
 
 def ack(conn: sqlite3.Connection, payload: tuple[str, str, int, str, float]) -> bool:
@@ -79,8 +102,8 @@ def ack(conn: sqlite3.Connection, payload: tuple[str, str, int, str, float]) -> 
     return conn.execute(_ACK, (seq, until, task_id, config_id, claimer)).rowcount > 0
 
 
-def release(conn: sqlite3.Connection, payload: tuple[str, str, str]) -> None:
-    """payload: (task id, config id, claimer)."""
+def release(conn: sqlite3.Connection, payload: tuple[str, str, str, int | None]) -> None:
+    """payload: (task id, config id, claimer, delivered event or None)."""
     conn.execute(_RELEASE, payload)
 
 
