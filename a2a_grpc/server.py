@@ -225,6 +225,7 @@ class A2AServer:
         self.authenticator = secure_cards(self.card, self.extended_card, self._verifiers)
         self.store = store if store is not None else open_store(settings.store_url, settings.store_pool_size)
         self.metrics = Metrics() if settings.metrics else None  # a registry per server
+        self._access_log: AccessLog | None = None  # made at start, flushed at stop
         self.push = self._push_service() if self.card.capabilities.push_notifications else None
         self.manager = TaskManager(
             self.store,
@@ -261,6 +262,7 @@ class A2AServer:
         if orphans:
             log.warning("failed %d task(s) left running by a previous server process", orphans)
         settings = self.settings
+        self._access_log = AccessLog() if settings.access_log else None
         chain = ServerChain(
             self.registry,
             missing_version_means=settings.missing_version_means,
@@ -268,7 +270,7 @@ class A2AServer:
             negotiate_extensions=settings.negotiate_extensions,
             echo_unary_headers=settings.echo_unary_headers,
             worker_pid=os.getpid() if settings.worker_mode else None,
-            access_log=AccessLog() if settings.access_log else None,
+            access_log=self._access_log,
             metrics=self.metrics,
             tracing=self.tracing,
             limits=Limits(
@@ -482,6 +484,8 @@ class A2AServer:
         done, _ = await asyncio.wait({stopping}, timeout=grace * SHUTDOWN_SETTLE_SHARE)
         failed = 0 if done else await self.manager.close()
         await stopping
+        if self._access_log is not None:  # the lines of the last calls, which it writes in batches
+            self._access_log.flush()
         self._server = None
         if self._http is not None:
             await self._http.cleanup()

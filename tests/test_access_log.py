@@ -4,7 +4,9 @@ Each line is checked as the JSON line `--log-format json` writes (the record thr
 parsed); the text form is checked too. Covered: a sent message, refusals (a missing required extension,
 an unsupported version, no credentials) at INFO with their reason, a failed call, streams (their event
 count, and a stream the client cancels), an unexpected failure logged once at ERROR with its traceback,
-that neither message text nor a bearer token ever appears, and the CLI switches (a child process).
+that neither message text nor a bearer token ever appears, and the CLI switches (a child process). Lines
+written straight to JSON handlers: the same as the records' in every shape, made in batches soon after
+their calls (in order, before an ERROR line), and written at exit when still pending.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ import json
 import logging
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -35,7 +39,8 @@ from a2a_grpc.interceptors.server import errors as errors_guard
 from a2a_grpc.server import A2AServer, ServerSettings
 from a2a_grpc.store.memory import MemoryStore
 from a2a_grpc.telemetry import ACCESS_LOGGER, AccessLog, JsonFormatter, log_format
-from a2a_grpc.telemetry.outcome import OK
+from a2a_grpc.telemetry.access_log import FLUSH_SECONDS
+from a2a_grpc.telemetry.outcome import OK, Outcome
 
 REQUIRED = "https://example.com/ext/required/v1"
 OPTIONAL = "https://example.com/ext/optional/v1"
@@ -354,11 +359,14 @@ def test_serve_writes_json_lines_and_the_access_log_can_be_turned_off(tmp_path: 
 class _Context:
     """What the access log asks of a grpc.aio servicer context."""
 
+    def __init__(self, metadata: tuple[tuple[str, str], ...] = ()) -> None:
+        self.metadata = metadata
+
     def peer(self) -> str:
         return "ipv4:127.0.0.1:50000"
 
     def invocation_metadata(self) -> tuple[tuple[str, str], ...]:
-        return ()
+        return self.metadata
 
 
 class _Records(logging.Handler):
@@ -385,17 +393,21 @@ def _isolated_logger(name: str, *handlers: logging.Handler) -> logging.Logger:
     return logger
 
 
+def _json_logger(name: str) -> tuple[logging.Logger, io.StringIO]:
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)  # what `--log-format json` sets up: written without a LogRecord
+    handler.setFormatter(JsonFormatter())
+    return _isolated_logger(name, handler), stream
+
+
 def _write(access_log: AccessLog, task_id: str = "task-1") -> bool:
     call = CallContext(method="SendMessage", principal=PRINCIPAL)
     return access_log.write("SendMessage", _Context(), call, OK, 0.0012, _answered(task_id), None)
 
 
 def test_a_json_handler_writes_the_line_its_formatter_makes_of_the_record() -> None:
-    stream = io.StringIO()
-    written = logging.StreamHandler(stream)  # what `--log-format json` sets up: written without a LogRecord
-    written.setFormatter(JsonFormatter())
+    direct, stream = _json_logger("direct")
     records = _Records()  # a handler of another kind: gets the LogRecord
-    direct = _isolated_logger("direct", written)
     recorded = _isolated_logger("recorded", records)
     before = time.time()
     assert _write(AccessLog(direct)) and _write(AccessLog(recorded))
@@ -409,6 +421,92 @@ def test_a_json_handler_writes_the_line_its_formatter_makes_of_the_record() -> N
     expected.pop("time")
     assert line == expected
     assert line["level"] == "INFO" and line["task_id"] == "task-1" and line["principal"] == PRINCIPAL
+
+
+def _stream_event() -> bytes:
+    event = a2a_pb2.StreamResponse()
+    event.status_update.task_id, event.status_update.context_id = 'task-\u00e9"1', "context-1"
+    return event.SerializeToString()
+
+
+# (call, outcome, response, events) of calls logged in other shapes than _write's
+LINES: dict[str, tuple[CallContext | None, Outcome, Any, int | None]] = {
+    "stream": (
+        CallContext(requested_extensions=(REQUIRED, UNDECLARED), activated_extensions=(REQUIRED,)),
+        OK,
+        _stream_event(),
+        3,
+    ),
+    "refused": (
+        None,
+        Outcome(FAILED_PRECONDITION, "EXTENSION_SUPPORT_REQUIRED", {"missingExtensions": REQUIRED}),
+        None,
+        None,
+    ),
+    "not found": (
+        CallContext(principal="bob"),
+        Outcome(grpc.StatusCode.NOT_FOUND, "TASK_NOT_FOUND", {"taskId": "t-9"}),
+        None,
+        None,
+    ),
+    "cancelled": (CallContext(), Outcome(grpc.StatusCode.CANCELLED), _answered("x" * 300), 0),
+}
+
+
+@pytest.mark.parametrize("shape", sorted(LINES))
+def test_every_kind_of_line_is_the_same_written_straight_or_as_a_record(shape: str) -> None:
+    call, outcome, response, events = LINES[shape]
+    context = _Context((("a2a-version", "0.3"), ("a2a-extensions", f"{OPTIONAL}, {UNDECLARED}")))
+    direct, stream = _json_logger(f"direct.{shape}")
+    records = _Records()
+    for logger in (direct, _isolated_logger(f"recorded.{shape}", records)):
+        assert AccessLog(logger).write("GetTask", context, call, outcome, 0.0012, response, events)
+    line = json.loads(stream.getvalue())
+    expected = json.loads(JsonFormatter().format(records.records[0]))
+    assert list(line)[3:] == list(expected)[3:]  # after time, level and logger: the same keys, in order
+    assert {key: line[key] for key in list(line)[3:]} == {key: expected[key] for key in list(expected)[3:]}
+
+
+async def test_json_lines_written_while_the_loop_runs_are_written_together_soon_after_and_in_order() -> None:
+    logger, stream = _json_logger("batched")
+    access_log = AccessLog(logger)
+    for task_id in ("task-1", "task-2"):
+        assert _write(access_log, task_id)
+    assert access_log.write("GetTask", _Context(), None, Outcome(grpc.StatusCode.UNAUTHENTICATED), 0.001, None, None)
+    assert stream.getvalue() == ""  # made and written at the next flush
+    await asyncio.sleep(FLUSH_SECONDS * 4)
+    lines = [json.loads(line) for line in stream.getvalue().splitlines()]
+    assert [(line.get("task_id"), line["code"]) for line in lines] == [
+        ("task-1", "OK"),
+        ("task-2", "OK"),
+        (None, "UNAUTHENTICATED"),
+    ]
+    assert _write(access_log, "task-3")
+    failed = Outcome(grpc.StatusCode.INTERNAL, "INTERNAL", error=RuntimeError(STORE_FAILURE), unexpected=True)
+    assert access_log.write("GetTask", _Context(), CallContext(), failed, 0.001, None, None)
+    lines = [json.loads(line) for line in stream.getvalue().splitlines()]  # at once: the ERROR line and those before
+    assert [(line["level"], line.get("task_id")) for line in lines[3:]] == [("INFO", "task-3"), ("ERROR", None)]
+    assert STORE_FAILURE in lines[-1]["exception"]
+
+
+EXITING = """
+import asyncio, logging, sys
+from test_access_log import _json_logger, _write
+from a2a_grpc.telemetry import AccessLog
+logger, _ = _json_logger("exit")
+logger.handlers[0].setStream(sys.stdout)
+async def main() -> None:
+    assert _write(AccessLog(logger), "task-at-exit")
+asyncio.run(main())  # returns before the line's flush is due
+"""
+
+
+def test_lines_still_pending_when_the_process_exits_are_written() -> None:
+    tests = str(Path(__file__).parent)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([tests, os.environ.get("PYTHONPATH", "")])}
+    result = subprocess.run([sys.executable, "-c", EXITING], capture_output=True, text=True, env=env, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["task_id"] == "task-at-exit"
 
 
 def test_a_filter_or_a_text_handler_gets_every_line_as_a_record() -> None:

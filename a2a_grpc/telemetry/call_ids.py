@@ -37,29 +37,32 @@ def response_ids(response: Any) -> tuple[str, str]:
 
 def encoded_ids(data: bytes) -> tuple[str, str]:
     """(task id, context id) of an encoded SendMessageResponse or StreamResponse. Encoders write fields
-    in number order, so the ids come first: reading stops at the payload's first field past them."""
+    in number order, so the ids come first: reading stops once it has both, or at the payload's first field
+    past them."""
     try:
-        tag, at = _varint(data, 0)
+        tag = data[0]
         task_field = _TASK_ID_BY_PAYLOAD.get(tag >> 3)
         if task_field is None or tag & 7 != _LENGTH_DELIMITED:
             return _NONE
-        length, at = _varint(data, at)
+        length, at = _varint(data, 1)
         end = min(at + length, len(data))
         task_id = context_id = ""
         while at < end:
-            tag, at = _varint(data, at)
+            tag = data[at]  # the first byte of a longer tag (a field past 15) is past the ids too
             number, wire_type = tag >> 3, tag & 7
             if number > 3:
                 break
             if wire_type == _LENGTH_DELIMITED:
-                size, at = _varint(data, at)
+                size, at = _varint(data, at + 1)
                 if number == task_field:
                     task_id = data[at : at + size].decode("utf-8", "replace")
                 elif number == _CONTEXT_ID:
                     context_id = data[at : at + size].decode("utf-8", "replace")
+                if task_id and context_id:
+                    break
                 at += size
             elif wire_type == 0:
-                _, at = _varint(data, at)
+                _, at = _varint(data, at + 1)
             else:
                 break  # not a field of these messages' first three
         return task_id, context_id
@@ -68,6 +71,9 @@ def encoded_ids(data: bytes) -> tuple[str, str]:
 
 
 def _varint(data: bytes, at: int) -> tuple[int, int]:
+    byte = data[at]
+    if byte < 0x80:
+        return byte, at + 1
     value = shift = 0
     while True:
         byte = data[at]

@@ -15,6 +15,7 @@ from typing import Any
 LOG_FORMATS = ("text", "json")
 MAX_HEADS = 1024  # (level, logger) pairs whose JSON a JsonFormatter keeps
 _encode = json.JSONEncoder(default=str, separators=(",", ":")).encode
+_MILLISECONDS = tuple(f".{millisecond:03d}+00:00" for millisecond in range(1000))  # a time's ending
 
 
 def log_format(text: str) -> str:
@@ -50,7 +51,11 @@ class JsonFormatter(logging.Formatter):
         """The JSON line of a record made at `created` (seconds since the epoch), of `level` and `logger`,
         whose other keys are `rest`'s."""
         body = _encode(rest)
-        return f'{{"time":"{self._time(created)}"{self._head(level, logger)}{"}" if body == "{}" else "," + body[1:]}'
+        return f"{self.head(created, level, logger)}{'}' if body == '{}' else ',' + body[1:]}"
+
+    def head(self, created: float, level: str, logger: str) -> str:
+        """The line's opening, up to its `logger` key's value: `{"time":...,"level":...,"logger":...`."""
+        return f'{{"time":"{self._time(created)}"{self._head(level, logger)}'
 
     def _time(self, created: float) -> str:
         """`created` in UTC, ISO 8601 to the millisecond: 2026-01-31T12:00:00.123+00:00."""
@@ -59,7 +64,7 @@ class JsonFormatter(logging.Formatter):
             second = int(created)
             text = datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%S")
             self._second = (second, text)  # one assignment: a formatter may be shared by threads
-        return f"{text}.{int((created - second) * 1000):03d}+00:00"
+        return text + _MILLISECONDS[int((created - second) * 1000)]
 
     def _head(self, level: str, logger: str) -> str:
         key = (level, logger)

@@ -1,10 +1,10 @@
 """Prometheus metrics of one server, in a registry of its own, served over HTTP at `/metrics`.
 
 Per call (through `CallObserver`): calls by method and status code, latency by method, streams open and
-the events they sent, extension activations and refusals by URI. Label children are looked up once
-(a method's at start-up, a status code's or a URI's the first time it occurs), so a call costs a few
-dictionary reads and increments. Read at scrape time: tasks by state, from the task manager's own
-counts (`count_tasks`). Fed by hooks: push deliveries (`push_delivery`, called by the push worker),
+the events they sent, extension activations and refusals by URI. Calls and latency are plain counts of
+each method's, read at scrape time (`_Calls`); label children are looked up once (a method's at start-up,
+a URI's the first time it occurs), so a call costs a few dictionary reads and additions. Read at scrape
+time: tasks by state, from the task manager's own counts (`count_tasks`). Fed by hooks: push deliveries (`push_delivery`, called by the push worker),
 and store commits (`store_commit`, for a store to call with each group commit; registered on its first
 call, so a store that does not call it shows no empty histogram).
 
@@ -14,12 +14,15 @@ declares (activated, or required and missing), never what a client merely reques
 
 from __future__ import annotations
 
+import time
+from bisect import bisect_left
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING
+from itertools import accumulate
+from typing import TYPE_CHECKING, cast
 
-import grpc
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.utils import floatToGoString
 
 from a2a_grpc.errors import ExtensionSupportRequiredError
 from a2a_grpc.generated import a2a_pb2
@@ -31,6 +34,8 @@ if TYPE_CHECKING:
 METRICS_PATH = "/metrics"
 # Seconds: unary calls take around a millisecond, streams as long as their task.
 DURATION_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
+_le = cast(Callable[[float], str], floatToGoString)  # a bucket's bound as Histogram labels it
+_DURATION_LE = (*(_le(bound) for bound in DURATION_BUCKETS), "+Inf")
 STORE_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5)
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 PUSH_OUTCOMES = ("delivered", "retried", "failed")  # an attempt that will be tried again; given up on
@@ -48,16 +53,8 @@ TaskCounts = Callable[[], Mapping[int, int]]  # TaskState value -> how many task
 class Metrics:
     def __init__(self) -> None:
         self.registry = registry = CollectorRegistry()
-        self._calls = Counter(
-            "a2a_calls", "A2A calls handled, by method and gRPC status code.", ("method", "code"), registry=registry
-        )
-        self._duration = Histogram(
-            "a2a_call_duration_seconds",
-            "How long A2A calls took, by method (a stream: until it ended).",
-            ("method",),
-            buckets=DURATION_BUCKETS,
-            registry=registry,
-        )
+        self._calls = _Calls()
+        registry.register(self._calls)
         self._streams = Gauge("a2a_streams_active", "Streams open, by method.", ("method",), registry=registry)
         self._events = Counter(
             "a2a_stream_events_sent", "Events streams sent, by method.", ("method",), registry=registry
@@ -84,7 +81,10 @@ class Metrics:
 
     def method(self, name: str) -> MethodMetrics:
         """The metrics of one A2A method, for its handler to keep."""
-        return MethodMetrics(self, name)
+        methods = self._calls.methods
+        if name not in methods:
+            methods[name] = MethodMetrics(self, name)
+        return methods[name]
 
     def count_tasks(self, counts: TaskCounts) -> None:
         """Report `a2a_tasks{state}` at each scrape, from `counts()`."""
@@ -133,30 +133,67 @@ class Metrics:
 
 
 class MethodMetrics:
-    """One method's label children; a status code's is added the first time a call ends with it."""
+    """One method's calls and latency, counted in plain numbers (see `_Calls`), and its label children of
+    the stream metrics."""
 
-    __slots__ = ("_by_code", "_calls", "_metrics", "duration", "events", "method", "streams")
+    __slots__ = ("_metrics", "buckets", "by_code", "created", "events", "seconds", "streams")
 
     def __init__(self, metrics: Metrics, method: str) -> None:
         self._metrics = metrics
-        self._calls = metrics._calls
-        self.method = method
-        self._by_code: dict[grpc.StatusCode, Counter] = {}
-        self.duration = metrics._duration.labels(method)
+        self.by_code: dict[str, int] = {}  # calls that ended with each status code, by its name
+        self.created: dict[str | None, float] = {None: time.time()}  # when each count began (None: latency)
+        self.buckets = [0] * (len(DURATION_BUCKETS) + 1)  # calls by the first bucket their latency fits, +Inf last
+        self.seconds = 0.0  # the latencies' sum
         self.streams = metrics._streams.labels(method)
         self.events = metrics._events.labels(method)
 
     def finished(self, outcome: Outcome, seconds: float, call: CallContext | None) -> None:
         """A call ended: `call` is None when it was refused before it was admitted."""
-        counter = self._by_code.get(outcome.code)
-        if counter is None:
-            counter = self._by_code[outcome.code] = self._calls.labels(self.method, outcome.code.name)
-        counter.inc()
-        self.duration.observe(seconds)
+        code = outcome.code_name
+        by_code = self.by_code
+        if code in by_code:
+            by_code[code] += 1
+        else:
+            by_code[code] = 1
+            self.created[code] = time.time()
+        self.buckets[bisect_left(DURATION_BUCKETS, seconds)] += 1
+        self.seconds += seconds
         if call is not None and call.activated_extensions:
             self._metrics.activated(call.activated_extensions)
         if outcome.reason == _REFUSED and (missing := outcome.details.get("missingExtensions")):
             self._metrics.refused(missing.split(","))
+
+
+class _Calls:
+    """`a2a_calls{method,code}` and `a2a_call_duration_seconds{method}`, as a Counter and a Histogram would
+    show them, read at each scrape from the methods' plain counts: a call then costs a few additions, where
+    prometheus-client's children take a lock for each. The counts change on the event loop's thread only."""
+
+    CALLS = ("a2a_calls", "A2A calls handled, by method and gRPC status code.")
+    DURATION = ("a2a_call_duration_seconds", "How long A2A calls took, by method (a stream: until it ended).")
+
+    def __init__(self) -> None:
+        self.methods: dict[str, MethodMetrics] = {}  # by method name
+
+    def describe(self) -> list[Metric]:
+        return list(self._families())
+
+    def collect(self) -> list[Metric]:
+        calls, duration = self._families()
+        created = f"{duration.name}_created"
+        for name, method in list(self.methods.items()):
+            for code, count in list(method.by_code.items()):
+                calls.add_metric((name, code), count, created=method.created[code])
+            buckets = list(zip(_DURATION_LE, accumulate(method.buckets), strict=True))
+            duration.add_metric((name,), buckets, method.seconds)
+            duration.add_sample(created, {"method": name}, method.created[None])
+        return [calls, duration]
+
+    def _families(self) -> tuple[CounterMetricFamily, HistogramMetricFamily]:
+        return (
+            CounterMetricFamily(*self.CALLS, labels=("method", "code")),
+            HistogramMetricFamily(*self.DURATION, labels=("method",)),
+        )
 
 
 class _TaskStates:

@@ -24,18 +24,21 @@ _NO_DETAILS: Mapping[str, str] = MappingProxyType({})
 @dataclass(frozen=True, slots=True)
 class Outcome:
     """`details` is the ErrorInfo metadata the caller gets; `error` what the call raised. `unexpected`:
-    not an A2AError, so the caller gets a generic INTERNAL and only the server's log the traceback."""
+    not an A2AError, so the caller gets a generic INTERNAL and only the server's log the traceback.
+    `fault`: the server failed the call (INTERNAL, UNKNOWN, DATA_LOSS), rather than refusing or answering it.
+    `code_name`: the code's name ("OK"), read once here rather than from the enum at each use."""
 
     code: grpc.StatusCode
     reason: str = ""
     details: Mapping[str, str] = field(default_factory=lambda: _NO_DETAILS)
     error: BaseException | None = None
     unexpected: bool = False
+    fault: bool = field(init=False)
+    code_name: str = field(init=False)
 
-    @property
-    def fault(self) -> bool:
-        """The server failed the call (INTERNAL, UNKNOWN, DATA_LOSS), rather than refusing or answering it."""
-        return self.code in SERVER_FAULTS
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "fault", self.code in SERVER_FAULTS)
+        object.__setattr__(self, "code_name", self.code.name)
 
 
 OK = Outcome(StatusCode.OK)
