@@ -33,6 +33,7 @@ from a2a_grpc.tasks import (
 )
 from a2a_grpc.telemetry import LOG_FORMATS, log_format, use_json_logs
 from a2a_grpc.telemetry.tracing_setup import use_sdk_unless_configured
+from a2a_grpc.telemetry.worker_metrics import WORKER_METRICS_DIR_ENV
 from a2a_grpc.validation import MAX_PARTS
 from a2a_grpc.workers import Supervisor, held_ports, stop_when_orphaned, unshared_store, worker_index
 
@@ -494,6 +495,7 @@ def serve(args: argparse.Namespace, argv: Sequence[str]) -> int:
         poll_seconds=args.poll_interval,
         push=push_settings(args),
         worker_mode=worker is not None,
+        worker_metrics=_worker_metrics(worker),
         access_log=args.access_log,
         tracing=args.tracing,
         tls_cert=args.tls_cert,
@@ -508,6 +510,12 @@ def serve(args: argparse.Namespace, argv: Sequence[str]) -> int:
         print(f"a2a-grpc: {error}", file=sys.stderr)
         return 2
     return run_async(_serve(server, f"{worker}/{args.workers}" if worker is not None else None))
+
+
+def _worker_metrics(worker: int | None) -> tuple[int, str] | None:
+    """In a worker: its index and the directory its parent made for the workers' metrics."""
+    directory = os.environ.get(WORKER_METRICS_DIR_ENV)
+    return (worker, directory) if worker is not None and directory else None
 
 
 def supervise(args: argparse.Namespace, argv: Sequence[str]) -> int:

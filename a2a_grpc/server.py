@@ -9,15 +9,18 @@ import importlib
 import logging
 import os
 import socket
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.utils import format_datetime
+from pathlib import Path
 from typing import Any
 
 import grpc
 from aiohttp import web
 from aiohttp.log import server_logger
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from prometheus_client import CollectorRegistry
 from prometheus_client.aiohttp import make_aiohttp_handler
 
 from a2a_grpc import resume
@@ -48,10 +51,13 @@ from a2a_grpc.tasks import (
     TaskManager,
 )
 from a2a_grpc.telemetry import METRICS_PATH, AccessLog, Metrics, load_tracing
+from a2a_grpc.telemetry.worker_metrics import WorkerMetrics
 from a2a_grpc.tls import TLS_SCHEME, ServerFiles, ServerTLS
 from a2a_grpc.validation import MAX_PARTS
 
 log = logging.getLogger(__name__)
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]  # of an HTTP route
 
 DEFAULT_STORE_URL = "sqlite:///.a2a-grpc/tasks.db"
 SHUTDOWN_SETTLE_SHARE = 0.8  # of the grace period, spent waiting for calls before running tasks are failed
@@ -101,6 +107,8 @@ class ServerSettings:
     # One of the processes of `a2a-grpc serve --workers N`: both ports are shared with the others
     # (SO_REUSEPORT), and every A2A call's trailers name this process.
     worker_mode: bool = False
+    # In a worker of `--workers N`: its index and the directory where the workers share their metrics.
+    worker_metrics: tuple[int, str] | None = None
     store_pool_size: int = 10  # connections to a PostgreSQL store
     lease_seconds: float = LEASE_SECONDS  # with a shared store: a replica silent this long has died
     poll_seconds: float = POLL_SECONDS  # with a shared store: polling while notifications are down
@@ -226,6 +234,7 @@ class A2AServer:
         self.store = store if store is not None else open_store(settings.store_url, settings.store_pool_size)
         self.metrics = Metrics() if settings.metrics else None  # a registry per server
         self._access_log: AccessLog | None = None  # made at start, flushed at stop
+        self._worker_metrics: WorkerMetrics | None = None
         self.push = self._push_service() if self.card.capabilities.push_notifications else None
         self.manager = TaskManager(
             self.store,
@@ -419,6 +428,15 @@ class A2AServer:
         host = self.settings.http_listen.rsplit(":", 1)[0]
         return f"{host}:{self.http_port}"
 
+    async def _metrics_handler(self, registry: CollectorRegistry) -> Handler:
+        """What serves `/metrics`: this server's registry, or in a worker every worker's metrics."""
+        if self.settings.worker_metrics is None:
+            return make_aiohttp_handler(registry)
+        index, directory = self.settings.worker_metrics
+        self._worker_metrics = WorkerMetrics(registry, Path(directory), index)
+        await self._worker_metrics.start()
+        return self._worker_metrics.handle
+
     async def _start_http(self, listen: str) -> None:
         body = card_json(self.card)
         etag = '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
@@ -444,7 +462,7 @@ class A2AServer:
 
             app.router.add_get(JWKS_PATH, signing_keys)
         if self.metrics is not None:
-            app.router.add_get(METRICS_PATH, make_aiohttp_handler(self.metrics.registry))
+            app.router.add_get(METRICS_PATH, await self._metrics_handler(self.metrics.registry))
         runner = web.AppRunner(app, access_log=None, logger=HttpServerLog(server_logger))
         await runner.setup()
         self._http = runner
@@ -490,6 +508,9 @@ class A2AServer:
         if self._http is not None:
             await self._http.cleanup()
             self._http = None
+        if self._worker_metrics is not None:
+            await self._worker_metrics.close()
+            self._worker_metrics = None
         try:
             failed += await self.manager.close()
         finally:

@@ -3,8 +3,10 @@
 The parent serves nothing and opens no store. It holds both ports bound (SO_REUSEPORT, as the workers
 bind them; a port given as 0 is picked here), runs the same command line again for each worker with
 WORKER_ENV set to its index, restarts a worker that dies, passes SIGHUP on (each worker reads its TLS
-files again), and on SIGTERM or SIGINT passes SIGTERM on and waits for the workers to drain. A worker's stdin is a pipe the parent never writes to: when the
-parent is gone, however it ended, the pipe ends and the worker stops as on SIGTERM.
+files again), and on SIGTERM or SIGINT passes SIGTERM on and waits for the workers to drain. A worker's
+stdin is a pipe the parent never writes to: when the parent is gone, however it ended, the pipe ends and the
+worker stops as on SIGTERM. The parent also makes the directory where the workers meet to answer a
+scrape of `/metrics` with all their metrics (a2a_grpc.telemetry.worker_metrics), and removes it at the end.
 """
 
 from __future__ import annotations
@@ -13,12 +15,16 @@ import asyncio
 import collections
 import logging
 import os
+import shutil
 import signal
 import socket
+import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager, suppress
 from typing import Any
+
+from a2a_grpc.telemetry.worker_metrics import WORKER_METRICS_DIR_ENV
 
 log = logging.getLogger(__name__)
 
@@ -122,6 +128,7 @@ class Supervisor:
         self._workers: dict[int, asyncio.subprocess.Process] = {}
         self._deaths: collections.deque[float] = collections.deque()
         self._lifeline = os.pipe()  # the workers' stdin (read end); the write end closes when this process ends
+        self._metrics_dir = tempfile.mkdtemp(prefix="a2a-grpc-metrics-")
 
     async def run(self) -> int:
         """0 once stopped by a signal, 1 when workers die too often, 2 when a worker refused its settings."""
@@ -138,10 +145,11 @@ class Supervisor:
         finally:
             for fd in self._lifeline:
                 os.close(fd)
+            shutil.rmtree(self._metrics_dir, ignore_errors=True)
         return status
 
     async def _start(self, index: int) -> None:
-        env = {**os.environ, WORKER_ENV: str(index)}
+        env = {**os.environ, WORKER_ENV: str(index), WORKER_METRICS_DIR_ENV: self._metrics_dir}
         self._workers[index] = await asyncio.create_subprocess_exec(
             *self._command,
             env=env,

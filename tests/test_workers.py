@@ -32,6 +32,7 @@ from process import (
     run_serve,
     serve_process,
 )
+from prometheus_client.parser import text_string_to_metric_families
 
 from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
 from a2a_grpc.interceptors.server import WORKER_TRAILER
@@ -41,6 +42,7 @@ WORKERS = 2
 WORKER_LINE = re.compile(r"worker (\d+)/(\d+) \(pid (\d+)\) serving")
 SERVING_LINE = re.compile(r"serving A2A on (\S+) \(card on http://(\S+?)/\.well-known/agent-card\.json\)")
 CHANNELS_PER_ROUND = 20
+SCRAPES = 10  # each on a connection of its own, which the kernel gives to either worker
 EXTENSION = "https://example.com/ext/traced/v1"
 Found = TypeVar("Found")
 
@@ -124,6 +126,41 @@ def test_two_workers_on_postgresql_serve_calls_from_both_processes(tmp_path: Pat
     assert seen == set(workers.values())
     assert server.process.pid not in seen, "the parent serves nothing itself"
     assert card["supportedInterfaces"][0]["url"] == server.grpc_target
+
+
+def calls_from_each(target: str, expected: set[int]) -> int:
+    """How many calls on new connections it took until each of `expected` served at least one."""
+    seen: list[int] = []
+
+    def all_seen() -> int | None:
+        seen.extend(served_by(target) for _ in range(CHANNELS_PER_ROUND))
+        return len(seen) if expected <= set(seen) else None
+
+    return eventually(all_seen, f"calls served by each of {expected}")
+
+
+def scraped_calls(server: ServerProcess) -> dict[str, float]:
+    """The GetExtendedAgentCard calls one scrape of `/metrics` (on a connection of its own) counts, by worker."""
+    reply = http_get(f"http://{server.ports.http_target}/metrics")
+    assert reply.status == 200, reply
+    wanted = {"method": "GetExtendedAgentCard", "code": "FAILED_PRECONDITION"}
+    return {
+        sample.labels["worker"]: sample.value
+        for family in text_string_to_metric_families(reply.body.decode())
+        for sample in family.samples
+        if sample.name == "a2a_calls_total" and wanted.items() <= sample.labels.items()
+    }
+
+
+def test_a_scrape_of_any_worker_counts_the_calls_of_every_worker(tmp_path: Path, postgres_url: str) -> None:
+    with serve_workers(tmp_path, postgres_url) as server:
+        workers = serving_workers(server)
+        calls = calls_from_each(server.grpc_target, set(workers.values()))
+        scrapes = [scraped_calls(server) for _ in range(SCRAPES)]
+    for scrape in scrapes:  # whichever worker answered it
+        assert sorted(scrape) == ["1", "2"], scrape
+        assert sum(scrape.values()) == calls, scrape
+        assert min(scrape.values()) > 0, "each worker served some of the calls"
 
 
 def test_a_killed_worker_is_replaced_and_calls_keep_being_served(tmp_path: Path, postgres_url: str) -> None:
