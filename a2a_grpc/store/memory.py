@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import functools
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -40,14 +41,14 @@ from a2a_grpc.store.base import (
 )
 
 
-def _done() -> asyncio.Future[None]:
-    future = asyncio.get_running_loop().create_future()
+def _done(loop: asyncio.AbstractEventLoop) -> asyncio.Future[None]:
+    future = loop.create_future()
     future.set_result(None)
     return future
 
 
-def _failed(error: Exception) -> asyncio.Future[None]:
-    future = asyncio.get_running_loop().create_future()
+def _failed(loop: asyncio.AbstractEventLoop, error: Exception) -> asyncio.Future[None]:
+    future = loop.create_future()
     future.set_exception(error)
     return future
 
@@ -104,6 +105,11 @@ class MemoryStore:
     async def open(self) -> None:
         pass
 
+    @functools.cached_property
+    def _loop(self) -> asyncio.AbstractEventLoop:
+        """The loop the store is used on, asked for once: asking costs a system call on Python 3.11."""
+        return asyncio.get_running_loop()
+
     async def close(self) -> None:
         pass
 
@@ -115,7 +121,7 @@ class MemoryStore:
         if write.version == 1 and entry is None:
             return self._create(write)
         if entry is None or write.version != entry.version + 1:
-            return _failed(_conflict(write, entry))
+            return _failed(self._loop, _conflict(write, entry))
         entry.version = write.version
         if write.status is not None:
             compaction.set_status(entry, write.status)
@@ -127,18 +133,18 @@ class MemoryStore:
         for chunk, append in write.artifacts:
             compaction.apply_artifact(entry, chunk, append)
         self._log(entry, write.events)
-        return _done()
+        return _done(self._loop)
 
     def _create(self, write: TaskWrite) -> asyncio.Future[None]:
         task = write.task
         if task is None:
-            return _failed(ValueError(f"create write for task {write.task_id!r} has no task"))
+            return _failed(self._loop, ValueError(f"create write for task {write.task_id!r} has no task"))
         status = task.status
         entry = _Entry(_copy(task), write.owner, task.context_id, 1, status.state, status_ts_us(status))
         self._log(entry, write.events)
         self._tasks[write.task_id] = entry
         self._by_owner.setdefault(write.owner, {})[write.task_id] = entry
-        return _done()
+        return _done(self._loop)
 
     def _log(self, entry: _Entry, events: list[TaskEvent]) -> None:
         """Append to the task's log; past its bound, drop the oldest events down to half of it."""

@@ -33,9 +33,13 @@ class AgentRuns:
         self._writer = writer
         self._runners: set[asyncio.Task[None]] = set()
 
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        return self._writer.loop
+
     def start(self, run: TaskRun) -> None:
         """Start the agent on `run`, in an asyncio task of its own."""
-        runner = asyncio.get_running_loop().create_task(self._execute(run))
+        runner = self.loop.create_task(self._execute(run))
         run.runner = runner
         self._runners.add(runner)
         runner.add_done_callback(lambda _: self._run_finished(run))

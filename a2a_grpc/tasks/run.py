@@ -39,7 +39,7 @@ class TaskRun:
     )
 
     def __init__(self, runs: AgentRuns, live: LiveTask, context: RequestContext) -> None:
-        loop = asyncio.get_running_loop()
+        loop = runs.loop
         self._runs = runs
         self.live = live
         self.context = context

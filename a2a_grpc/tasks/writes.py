@@ -10,6 +10,7 @@ With tracing on, a write opened for a traced run is an `a2a.store.write` span of
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, TypeVar
@@ -57,6 +58,11 @@ class TaskWriter:
         # Tasks given a push config through this process and not final yet: their stored events wake the
         # push worker at once (the worker's sweep finds the others).
         self._pushed: set[str] = set()
+
+    @functools.cached_property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """The loop the tasks live on, asked for once: asking costs a system call on Python 3.11."""
+        return asyncio.get_running_loop()
 
     # ---- changes of a live task --------------------------------------------------------------
 
@@ -125,7 +131,7 @@ class TaskWriter:
             write = live.pending = TaskWrite(live.task.id, live.version, owner=live.owner)
             if live.version == 1:
                 write.task = live.task  # a create: the task as it stands at the flush holds every change
-            loop = asyncio.get_running_loop()
+            loop = self.loop
             live.last_write = loop.create_future()
             loop.call_soon(self._flush, live, run.trace if run is not None else None)
         return write
