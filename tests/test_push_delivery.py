@@ -504,6 +504,30 @@ async def test_a_webhook_that_never_answers_delays_neither_the_caller_nor_the_ot
     assert {hit.event().SerializeToString() for hit in receiver.at("/hang")} == {logged[0].SerializeToString()}
 
 
+async def test_a_host_that_never_answers_holds_only_its_own_share_of_the_requests(
+    start_server: StartServer, receiver: Receiver
+) -> None:
+    delivery = DeliverySettings(concurrency=4, per_host=2)
+    push = PushSettings(allow=("127.0.0.1",), allow_http=True, timeout_seconds=5.0, delivery=delivery)
+    server = await start_writer(start_server, push)
+    healthy = Receiver()
+    await healthy.start()
+    try:
+        async with grpc.aio.insecure_channel(server.grpc_target) as channel:
+            stub = make_stub(channel)
+            for _ in range(6):  # six webhooks on one host, each with a notification hanging
+                await ask(stub, push_config(receiver.url("/hang")))
+            await receiver.wait_count("/hang", delivery.per_host)
+            started = time.monotonic()
+            await ask(stub, push_config(healthy.url("/ok")))
+            await healthy.wait_count("/ok", 1)
+            delivered = time.monotonic() - started
+        assert delivered < 2.0, "the other host's notification did not wait for the hanging ones"
+        assert len(receiver.at("/hang")) == delivery.per_host, "no more in flight to one host than its share"
+    finally:
+        await healthy.stop()
+
+
 async def test_a_redirect_is_not_followed(start_server: StartServer, receiver: Receiver) -> None:
     server = await start_writer(start_server)
     async with grpc.aio.insecure_channel(server.grpc_target) as channel:

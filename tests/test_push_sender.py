@@ -16,6 +16,7 @@ from test_push_guard import LoopbackOnlyConnector, TableResolver
 
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.push import AddressPolicy, Outcome, PushSender, backoff, safe_host
+from a2a_grpc.push.host_slots import HostSlots, authority
 
 LOOPBACK = AddressPolicy(allow=["127.0.0.1"], allow_http=True)
 
@@ -199,3 +200,34 @@ def test_safe_host_drops_everything_but_the_host() -> None:
     assert safe_host("https://user:pw@hooks.example.com:8443/path?token=s3cr3t") == "hooks.example.com"
     assert safe_host("https://[::1]/x") == "::1"
     assert safe_host("https://a\\@b/") == "<invalid url>"
+
+
+async def test_host_slots_bound_each_host_alone_and_forget_idle_hosts() -> None:
+    slots = HostSlots(1)
+    entered: list[str] = []
+
+    async def request(host: str, release: asyncio.Event) -> None:
+        async with slots.slot(host):
+            entered.append(host)
+            await release.wait()
+
+    first, second, other = asyncio.Event(), asyncio.Event(), asyncio.Event()
+    running = [asyncio.ensure_future(request(host, gate)) for host, gate in (("a:1", first), ("a:1", second))]
+    running.append(asyncio.ensure_future(request("b:2", other)))
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert entered == ["a:1", "b:2"], "a:1's second request waits; b:2 does not wait for a:1"
+    first.set()
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert entered == ["a:1", "b:2", "a:1"]
+    second.set()
+    other.set()
+    await asyncio.gather(*running)
+    assert len(slots) == 0, "hosts nobody is sending to are forgotten"
+
+
+def test_authority_is_the_host_and_port_of_a_url() -> None:
+    assert authority("https://hooks.example:8443/a/b?c") == "hooks.example:8443"
+    assert authority("http://127.0.0.1") == "127.0.0.1"
+    assert authority("not a url") == "not a url"

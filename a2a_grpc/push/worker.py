@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from google.protobuf import json_format
 
 from a2a_grpc.generated import a2a_pb2
-from a2a_grpc.push.sender import Attempt, PushSender, backoff, safe_host
+from a2a_grpc.push.host_slots import HostSlots, authority
+from a2a_grpc.push.sender import POOL_LIMIT_PER_HOST, Attempt, PushSender, backoff, safe_host
 from a2a_grpc.store.base import EventsPrunedError, PushTarget, TaskEvent, TaskStore
 
 log = logging.getLogger(__name__)
@@ -35,6 +36,7 @@ class DeliverySettings:
     max_attempts: int = 10  # attempts at one notification before it is given up on
     max_age_seconds: float = 3600.0  # ... or time since its first attempt
     concurrency: int = 64  # requests in flight over all webhooks
+    per_host: int = POOL_LIMIT_PER_HOST  # ... and to one webhook host, so that a host that hangs holds no more
     couriers: int = 256  # webhooks served at once
     claim_seconds: float = 30.0  # a courier's hold on its webhook, renewed every half of it and before each retry
     sweep_seconds: float = 1.0  # how often to look for due notifications nobody announced
@@ -59,6 +61,7 @@ class PushWorker:
         self.claimer = claimer
         self.settings = settings
         self._requests = asyncio.Semaphore(settings.concurrency)
+        self._host_slots = HostSlots(settings.per_host)
         self._couriers: dict[str, dict[str, asyncio.Task[None]]] = {}  # task id -> config id -> its courier
         self._courier_count = 0
         self._more: set[tuple[str, str]] = set()  # couriers whose task stored events after their last read
@@ -253,8 +256,9 @@ class PushWorker:
         body = json_format.MessageToJson(a2a_pb2.StreamResponse.FromString(event.body), indent=None).encode()
         first = time.monotonic()
         attempt_number = 0
+        host = authority(config.url)
         while True:
-            async with self._requests:
+            async with self._host_slots.slot(host), self._requests:
                 attempt = await self.sender.post(config, body, config.task_id)
             if attempt.delivered:
                 self._on_delivery("delivered")
