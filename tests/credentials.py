@@ -1,5 +1,6 @@
 """Real credentials made by a test: a CA and the certificates it issues, JWT signing keys and the tokens they
-sign, and a JWKS served over HTTPS on 127.0.0.1 with a certificate of that CA."""
+sign, and a JWKS (with the OpenID Connect discovery document that names it) served over HTTPS on 127.0.0.1
+with a certificate of that CA."""
 
 from __future__ import annotations
 
@@ -147,6 +148,9 @@ class JwksServer:
     url: str
     document: dict[str, Any] = field(default_factory=lambda: {"keys": []})
     fetches: list[float] = field(default_factory=list)
+    discovery_url: str = ""
+    discovery: dict[str, Any] = field(default_factory=dict)  # issuer ISSUER, jwks_uri `url`
+    discovery_fetches: int = 0
 
     def publish(self, *keys: SigningKey) -> None:
         self.document["keys"] = [key.jwk() for key in keys]
@@ -154,7 +158,8 @@ class JwksServer:
 
 @asynccontextmanager
 async def serve_jwks(ca: CA, *keys: SigningKey) -> AsyncIterator[JwksServer]:
-    """A JWKS over HTTPS on 127.0.0.1, with a certificate `ca` issued (clients must trust `ca`)."""
+    """A JWKS over HTTPS on 127.0.0.1, with a certificate `ca` issued (clients must trust `ca`), and the OpenID
+    Connect discovery document of its issuer, ISSUER, at `discovery_url`."""
     issued = ca.issue("127.0.0.1", ips=["127.0.0.1"], server=True)
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     with tempfile.TemporaryDirectory() as directory:  # ssl loads a chain from files only
@@ -165,13 +170,20 @@ async def serve_jwks(ca: CA, *keys: SigningKey) -> AsyncIterator[JwksServer]:
         server.fetches.append(time.monotonic())
         return web.json_response(server.document)
 
+    async def discovery(request: web.Request) -> web.Response:
+        server.discovery_fetches += 1
+        return web.json_response(server.discovery)
+
     app = web.Application()
     app.router.add_get("/.well-known/jwks.json", jwks)
+    app.router.add_get("/.well-known/openid-configuration", discovery)
     runner = web.AppRunner(app)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=context)
     await site.start()
-    server.url = f"https://127.0.0.1:{runner.addresses[0][1]}/.well-known/jwks.json"
+    origin = f"https://127.0.0.1:{runner.addresses[0][1]}"
+    server.url, server.discovery_url = f"{origin}/.well-known/jwks.json", f"{origin}/.well-known/openid-configuration"
+    server.discovery = {"issuer": ISSUER, "jwks_uri": server.url, "id_token_signing_alg_values_supported": ["RS256"]}
     server.publish(*keys)
     try:
         yield server

@@ -34,6 +34,7 @@ from credentials import (
     standard_claims,
     unsigned_token,
 )
+from process import Ports, run_serve
 from rpc_helpers import TEST_SECONDS, Metadata, Stub, make_stub, read_all
 
 from a2a_grpc.agent import EventPublisher, RequestContext
@@ -495,7 +496,7 @@ async def test_an_empty_requirement_admits_anonymous_callers_but_not_bad_credent
                 "securityRequirements": [{"schemes": {"oauth": {}}}],
             },
             {},
-            "needs --jwt-jwks-url or --jwt-key",
+            r"'oauth' \(OpenID Connect, https://issuer.test\) needs --jwt-audience",
         ),
         ({"securityRequirements": [{"schemes": {"nobody": {}}}]}, {}, "securitySchemes does not declare"),
         (
@@ -540,7 +541,11 @@ def test_a_card_the_server_cannot_enforce_is_refused_at_start_up(
         (JwtSettings(jwks_url="http://127.0.0.1:1/jwks.json", issuers=(ISSUER,), audiences=(AUDIENCE,)), "https"),
         (JwtSettings(jwks_url="https://issuer.test/jwks.json", audiences=(AUDIENCE,)), "--jwt-issuer"),
         (JwtSettings(jwks_url="https://issuer.test/jwks.json", issuers=(ISSUER,)), "--jwt-audience"),
-        (JwtSettings(issuers=(ISSUER,), audiences=(AUDIENCE,)), "one of --jwt-jwks-url and --jwt-key"),
+        (JwtSettings(jwks_url="https://issuer.test/jwks.json", key_path="k.pem", audiences=(AUDIENCE,)), "one of"),
+        (
+            JwtSettings(issuers=(ISSUER,), audiences=(AUDIENCE,)),
+            "needs --jwt-jwks-url or --jwt-key .* openIdConnectUrl",
+        ),
     ],
 )
 def test_jwt_settings_that_cannot_work_are_refused(jwt: JwtSettings, refusal: str) -> None:
@@ -559,6 +564,134 @@ async def test_an_open_server_says_so_in_one_warning(
     with caplog.at_level(logging.WARNING, logger="a2a_grpc"):
         await start_server(bearer_tokens={STATIC_TOKEN: "someone"})
     assert not [record for record in caplog.records if "open server" in record.getMessage()]
+
+
+# ---- OpenID Connect discovery --------------------------------------------------------------------
+
+DEAD_DISCOVERY = "https://127.0.0.1:9/.well-known/openid-configuration"  # a loopback port nothing listens on
+
+
+def oidc_card(discovery_url: str) -> dict[str, Any]:
+    """A card whose one scheme is an OpenID Connect scheme: no --jwt-jwks-url, --jwt-key or --jwt-issuer."""
+    return {
+        **BASE_CARD,
+        "securitySchemes": {"oidc": {"openIdConnectSecurityScheme": {"openIdConnectUrl": discovery_url}}},
+        "securityRequirements": [{"schemes": {"oidc": {}}}],
+    }
+
+
+def audience_only(**overrides: Any) -> AuthSettings:
+    return AuthSettings(jwt=JwtSettings(audiences=(AUDIENCE,), jwks_min_refetch_seconds=0, **overrides))
+
+
+async def test_an_openid_connect_scheme_is_verified_with_the_provider_it_discovers(
+    start_server: StartServer, jwks: JwksServer, connect: Callable[..., Stub]
+) -> None:
+    async with asyncio.timeout(TEST_SECONDS):
+        server = await start_server(card=oidc_card(jwks.discovery_url), auth=audience_only())
+        assert (jwks.discovery_fetches, len(jwks.fetches)) == (1, 1), "discovered, then the key set fetched"
+        stub = connect(server)
+        good = bearer(jwt_for("alice"))
+        task = (await stub.SendMessage(send_request("hi"), metadata=good)).task
+        assert (await stub.GetTask(a2a_pb2.GetTaskRequest(id=task.id), metadata=good)).id == task.id
+        assert [listed.id for listed in (await stub.ListTasks(a2a_pb2.ListTasksRequest(), metadata=good)).tasks] == [
+            task.id
+        ]
+        refused = {
+            "wrong issuer": jwt_for(iss="https://evil.test"),
+            "expired": jwt_for(exp=int(time.time()) - 300),
+            "unsigned": unsigned_token(standard_claims("mallory"), FIRST.kid),
+            "wrong audience": jwt_for(aud="someone-else"),
+        }
+        for what, token in refused.items():
+            for call in (
+                stub.SendMessage(send_request("hi"), metadata=bearer(token)),
+                stub.ListTasks(a2a_pb2.ListTasksRequest(), metadata=bearer(token)),
+            ):
+                with pytest.raises(grpc.aio.AioRpcError) as refusal:
+                    await call
+                assert refusal.value.code() == UNAUTHENTICATED, what
+                assert "(scheme oidc)" in (refusal.value.details() or "")
+        served = await http_card(server)
+        assert served["securitySchemes"] == oidc_card(jwks.discovery_url)["securitySchemes"], "no jwt scheme added"
+
+
+async def test_a_configured_issuer_replaces_the_discovered_one(
+    start_server: StartServer, jwks: JwksServer, connect: Callable[..., Stub]
+) -> None:
+    async with asyncio.timeout(TEST_SECONDS):
+        auth = audience_only(issuers=("https://other.test",))
+        stub = connect(await start_server(card=oidc_card(jwks.discovery_url), auth=auth))
+        await stub.ListTasks(a2a_pb2.ListTasksRequest(), metadata=bearer(jwt_for(iss="https://other.test")))
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await stub.ListTasks(a2a_pb2.ListTasksRequest(), metadata=bearer(jwt_for()))
+        assert refused.value.code() == UNAUTHENTICATED
+
+
+async def test_a_rotation_of_the_discovered_key_set_is_picked_up(
+    start_server: StartServer, jwks: JwksServer, connect: Callable[..., Stub]
+) -> None:
+    async with asyncio.timeout(TEST_SECONDS):
+        stub = connect(await start_server(card=oidc_card(jwks.discovery_url), auth=audience_only()))
+        old = jwt_for("alice")
+        await stub.ListTasks(a2a_pb2.ListTasksRequest(), metadata=bearer(old))
+        jwks.publish(SECOND)  # k1 withdrawn, k2 in
+        await stub.ListTasks(a2a_pb2.ListTasksRequest(), metadata=bearer(jwt_for("alice", signing=SECOND)))
+        assert (jwks.discovery_fetches, len(jwks.fetches)) == (1, 2), "the new kid fetched the key set, not discovery"
+        with pytest.raises(grpc.aio.AioRpcError) as withdrawn:
+            await stub.ListTasks(a2a_pb2.ListTasksRequest(), metadata=bearer(old))
+        assert withdrawn.value.code() == UNAUTHENTICATED
+
+
+@pytest.mark.parametrize(
+    ("discovery", "refusal"),
+    [
+        (None, "cannot fetch the OpenID Connect discovery document"),
+        ({"jwks_uri": "http://127.0.0.1:9/jwks.json"}, "names no https jwks_uri"),
+        ({"jwks_uri": None}, "names no https jwks_uri"),
+        ({"issuer": None}, "names no issuer"),
+    ],
+)
+async def test_serve_stops_in_one_line_naming_a_discovery_document_it_cannot_use(
+    tmp_path: Path, jwks: JwksServer, discovery: dict[str, Any] | None, refusal: str
+) -> None:
+    url = DEAD_DISCOVERY if discovery is None else jwks.discovery_url
+    jwks.discovery = {key: value for key, value in {**jwks.discovery, **(discovery or {})}.items() if value}
+    card = write_card(tmp_path, "card.json", oidc_card(url))
+    flags = [*Ports.free().flags(), "--store", "memory", "--card", card, "--jwt-audience", AUDIENCE]
+    # in a thread: this loop serves the discovery document (the child trusts the CA through SSL_CERT_FILE)
+    done = await asyncio.to_thread(run_serve, flags, cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    [line] = done.stderr.splitlines()
+    assert line.startswith("a2a-grpc: ") and refusal in line and url in line, line
+    assert not jwks.fetches, "no key set fetched"
+
+
+def test_serve_refuses_an_openid_connect_scheme_without_an_audience(tmp_path: Path) -> None:
+    card = write_card(tmp_path, "card.json", oidc_card(DEAD_DISCOVERY))
+    done = run_serve([*Ports.free().flags(), "--store", "memory", "--card", card], cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.splitlines() == [
+        f"a2a-grpc: security scheme 'oidc' (OpenID Connect, {DEAD_DISCOVERY}) needs --jwt-audience: the discovery "
+        "document names the keys and the issuer, not the audience a token must name"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("auth", "refusal"),
+    [
+        (AuthSettings(), "needs --jwt-audience"),
+        (AuthSettings(jwt=JwtSettings(issuers=(ISSUER,))), "needs --jwt-audience"),
+        (audience_only(), "discovery URL http://issuer.test/.well-known/openid-configuration is not https"),
+    ],
+)
+def test_an_openid_connect_scheme_without_an_audience_or_https_is_refused(
+    tmp_path: Path, auth: AuthSettings, refusal: str
+) -> None:
+    url = "http://issuer.test/.well-known/openid-configuration"
+    card = write_card(tmp_path, "card.json", oidc_card(url))
+    with pytest.raises(CardError, match=f"security scheme 'oidc'.*{refusal}"):
+        A2AServer(ServerSettings(card_path=card, store_url="memory", auth=auth))
 
 
 # ---- API key files -------------------------------------------------------------------------------

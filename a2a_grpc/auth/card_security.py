@@ -16,17 +16,20 @@ Which verifier checks a declared scheme:
   httpAuthSecurityScheme, scheme Bearer, other bearerFormat    the static tokens (--auth-token)
   apiKeySecurityScheme, location header                        the API keys (--api-keys), in header `name`
   mtlsSecurityScheme                                           the TLS client certificate
+Without --jwt-jwks-url and --jwt-key, an openIdConnectSecurityScheme's JWTs are verified with the keys and the
+issuer its openIdConnectUrl discovers (at start-up), and the audience of --jwt-audience.
 """
 
 from __future__ import annotations
 
 from a2a_grpc.auth.api_keys import ApiKeyScheme
 from a2a_grpc.auth.bearer import StaticBearerScheme
+from a2a_grpc.auth.jwks import JwksError, printable_url
 from a2a_grpc.auth.mtls import MutualTlsScheme
 from a2a_grpc.auth.principal import Scheme
 from a2a_grpc.auth.requirements import CardAuthenticator, Needed, Requirement
 from a2a_grpc.auth.settings import Verifiers
-from a2a_grpc.auth.tokens import JwtScheme
+from a2a_grpc.auth.tokens import JwtScheme, JwtVerifier
 from a2a_grpc.card import CardError
 from a2a_grpc.generated import a2a_pb2
 
@@ -34,7 +37,8 @@ TOKEN, JWT, API_KEY, MTLS = "bearer token", "JWT", "API key", "mutual TLS"
 # The setting each kind needs, as a refusal names it.
 NEEDS = {
     TOKEN: "--auth-token",
-    JWT: "--jwt-jwks-url or --jwt-key (with --jwt-issuer and --jwt-audience)",
+    JWT: "--jwt-jwks-url or --jwt-key (with --jwt-issuer and --jwt-audience), or an OpenID Connect scheme's "
+    "openIdConnectUrl and --jwt-audience",
     API_KEY: "--api-keys",
     MTLS: "a TLS listener with a client CA (--tls-client-ca)",
 }
@@ -61,7 +65,8 @@ def kind_of(scheme: a2a_pb2.SecurityScheme) -> str | None:
 
 
 def _configured_kinds(verifiers: Verifiers) -> list[str]:
-    present = {TOKEN: verifiers.tokens, JWT: verifiers.jwt, API_KEY: verifiers.api_keys, MTLS: verifiers.mtls}
+    jwt = verifiers.jwt or verifiers.discovery
+    present = {TOKEN: verifiers.tokens, JWT: jwt, API_KEY: verifiers.api_keys, MTLS: verifiers.mtls}
     return [kind for kind, verifier in present.items() if verifier]
 
 
@@ -106,8 +111,9 @@ def _scheme(name: str, declared: a2a_pb2.SecurityScheme, verifiers: Verifiers) -
     kind = kind_of(declared)
     if kind is None:
         raise CardError(f"security scheme {name!r} is of a kind this server cannot verify")
-    if kind == JWT and verifiers.jwt is not None:
-        return JwtScheme(name, verifiers.jwt)
+    jwt = _jwt_verifier(name, declared, verifiers) if kind == JWT else None
+    if jwt is not None:
+        return JwtScheme(name, jwt)
     if kind == TOKEN and verifiers.tokens:
         return StaticBearerScheme(name, verifiers.tokens)
     if kind == API_KEY and verifiers.api_keys is not None:
@@ -118,6 +124,22 @@ def _scheme(name: str, declared: a2a_pb2.SecurityScheme, verifiers: Verifiers) -
     raise CardError(
         f"security scheme {name!r} ({kind}) is required by the card but not configured: it needs {NEEDS[kind]}"
     )
+
+
+def _jwt_verifier(name: str, declared: a2a_pb2.SecurityScheme, verifiers: Verifiers) -> JwtVerifier | None:
+    """The --jwt-* verifier, else that of the provider an OpenID Connect scheme's URL discovers (None: neither)."""
+    discovery_url = declared.open_id_connect_security_scheme.open_id_connect_url
+    if verifiers.jwt is not None or not discovery_url:
+        return verifiers.jwt
+    if verifiers.discovery is None or not verifiers.discovery.audiences:
+        raise CardError(
+            f"security scheme {name!r} (OpenID Connect, {printable_url(discovery_url)}) needs --jwt-audience: "
+            "the discovery document names the keys and the issuer, not the audience a token must name"
+        )
+    try:
+        return verifiers.discovered_verifier(discovery_url)
+    except JwksError as error:
+        raise CardError(f"security scheme {name!r}: {error}") from None
 
 
 def card_authenticator(card: a2a_pb2.AgentCard, verifiers: Verifiers) -> CardAuthenticator | None:

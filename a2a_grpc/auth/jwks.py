@@ -10,6 +10,9 @@ issuer withdrew stops verifying), and again when a token names a kid it lacks: a
 `min_refetch_seconds`, behind one lock, so a flood of made-up kids costs one fetch per interval and the
 per-call path stays a dictionary lookup. HTTPS only, with the system's trust store, which the environment's
 SSL_CERT_FILE (and SSL_CERT_DIR) extends; no redirects; a timeout; at most MAX_JWKS_BYTES.
+
+A key set may instead be discovered (DiscoveredJwks): the OpenID Connect discovery document at a URL the card
+names is fetched the same way at start-up, and names the key set's URL (https) and the issuer.
 """
 
 from __future__ import annotations
@@ -48,6 +51,10 @@ PRIVATE_KEYS = (rsa.RSAPrivateKey, ec.EllipticCurvePrivateKey, ed25519.Ed25519Pr
 
 class JwksError(ValueError):
     """A key set that could not be fetched or read; the message names no secret."""
+
+
+class DiscoveryError(OSError):
+    """An OpenID Connect discovery document that could not be fetched or used: the server does not start."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,9 +177,19 @@ def trust_store() -> ssl.SSLContext:
     return context
 
 
+def is_https(url: str) -> bool:
+    try:
+        return URL(url).scheme == "https"
+    except ValueError:  # yarl's refusal of a malformed host or port
+        return False
+
+
 def printable_url(url: str) -> str:
     """`url` fit for a log line: no user, password, query or fragment."""
-    parsed = URL(url)
+    try:
+        parsed = URL(url)
+    except ValueError:  # yarl's refusal of a malformed host or port
+        return "(a malformed URL)"
     return str(parsed.with_user(None).with_query(None).with_fragment(None))
 
 
@@ -279,3 +296,53 @@ class JwksCache:
             refresher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await refresher
+
+
+@dataclass(frozen=True)
+class OpenIdProvider:
+    issuer: str
+    jwks_uri: str
+
+
+async def discover(url: str, context: ssl.SSLContext, timeout_seconds: float) -> OpenIdProvider:
+    """The issuer and the key set's URL that the OpenID Connect discovery document at `url` names;
+    DiscoveryError, naming `url`, when it cannot be had or does not name both (the key set's over https)."""
+    where = f"OpenID Connect discovery document {printable_url(url)}"
+    try:
+        document = await fetch_jwks(url, context, timeout_seconds)
+    except JwksError as error:
+        raise DiscoveryError(f"cannot fetch the {where}: {error}") from None
+    if not isinstance(document, dict):
+        raise DiscoveryError(f"the {where} is not a JSON object")
+    issuer, jwks_uri = document.get("issuer"), document.get("jwks_uri")
+    if not isinstance(issuer, str) or not issuer:
+        raise DiscoveryError(f"the {where} names no issuer")
+    if not isinstance(jwks_uri, str) or not is_https(jwks_uri):
+        raise DiscoveryError(f"the {where} names no https jwks_uri")
+    return OpenIdProvider(issuer, jwks_uri)
+
+
+class DiscoveredJwks(JwksCache):
+    """The key set of the OpenID provider whose discovery document is at `discovery_url`: `discover` reads the
+    document, which names the key set's `url`; then it is a JwksCache like any other (`start` after `discover`)."""
+
+    def __init__(
+        self, discovery_url: str, *, timeout_seconds: float, refresh_seconds: float, min_refetch_seconds: float
+    ) -> None:
+        if not is_https(discovery_url):
+            raise JwksError(f"the OpenID Connect discovery URL {printable_url(discovery_url)} is not https")
+        super().__init__(
+            discovery_url,  # until `discover` has read the key set's
+            timeout_seconds=timeout_seconds,
+            refresh_seconds=refresh_seconds,
+            min_refetch_seconds=min_refetch_seconds,
+        )
+        self.discovery_url = discovery_url
+
+    async def discover(self) -> OpenIdProvider:
+        """Read the discovery document (DiscoveryError when it cannot be used) and take its key set's URL."""
+        assert self._context is not None  # an https URL has one
+        provider = await discover(self.discovery_url, self._context, self._timeout)
+        self.url = provider.jwks_uri
+        log.info("OpenID Connect discovery: issuer %s, JWKS %s", provider.issuer, printable_url(provider.jwks_uri))
+        return provider

@@ -2,10 +2,10 @@
 its OAuth 2.0 and OpenID Connect schemes, verified with PyJWT against a JWKS URL or a static key file.
 
 A token is accepted when its signature verifies with a key of the key set (by its `kid`), with an algorithm
-that key admits (a2a_grpc.auth.jwks), its `iss` is one of the configured issuers, its `aud` names one of
-the configured audiences, `exp` (required) and `nbf` hold within the clock-skew leeway, and it has a `sub`,
-which becomes the principal. The scopes it grants are its `scope` claim (space-separated) and its `scp`
-claim (a list, or space-separated).
+that key admits (a2a_grpc.auth.jwks), its `iss` is one of the configured issuers (else the one an OpenID
+Connect discovery document names), its `aud` names one of the configured audiences, `exp` (required) and
+`nbf` hold within the clock-skew leeway, and it has a `sub`, which becomes the principal. The scopes it
+grants are its `scope` claim (space-separated) and its `scp` claim (a list, or space-separated).
 
 Verifying costs a signature check (tens of microseconds), so an accepted token is remembered until it
 expires, in a bounded LRU map: a repeated token costs a dictionary lookup. Whatever was remembered is
@@ -70,11 +70,12 @@ class JwtVerifier:
         audiences: Sequence[str],
         leeway_seconds: float = DEFAULT_LEEWAY_SECONDS,
     ) -> None:
-        if not issuers or not audiences:
-            raise ValueError("JWT verification needs an issuer (--jwt-issuer) and an audience (--jwt-audience)")
+        if not audiences:
+            raise ValueError("JWT verification needs an audience (--jwt-audience)")
         self.keys = keys
         self.leeway = leeway_seconds
-        self._issuers = tuple(issuers)
+        # The iss a token must carry: none (every token refused) until an OpenID provider's discovery sets it.
+        self.issuers = tuple(issuers)
         self._audiences = list(audiences)
 
     def verify(self, token: str) -> dict[str, Any]:
@@ -92,7 +93,7 @@ class JwtVerifier:
                 key.key,
                 algorithms=[algorithm],
                 audience=self._audiences,
-                issuer=self._issuers,
+                issuer=self.issuers,
                 leeway=self.leeway,
                 options={"require": _REQUIRED},
             )
