@@ -47,7 +47,7 @@ from a2a_grpc.push.service import JWKS_PATH, PushSettings
 from a2a_grpc.push.worker import DeliverySettings, PushWorker
 from a2a_grpc.server import A2AServer, ServerSettings
 from a2a_grpc.store import MemoryStore
-from a2a_grpc.store.base import PushTarget
+from a2a_grpc.store.base import EVENT_PAGE_BYTES, PushTarget, TaskEvent
 
 WRITER_CARD = README.parent / "examples" / "writer-card.json"
 WAIT_SECONDS = 15.0  # the bound on any one wait for notifications
@@ -438,6 +438,42 @@ async def test_a_webhook_claimed_again_while_its_courier_ends_gets_the_new_event
         await worker.stop()
     texts = [hit.event().artifact_update.artifact.parts[0].text for hit in receiver.at("/hook")]
     assert texts == ["chunk 1", "chunk 2"]
+
+
+class OneEventPagesStore(MemoryStore):
+    """A memory store whose log pages hold one event each (as pages of events past the byte bound do), read by
+    the couriers: a claim reads no events."""
+
+    async def read_events(
+        self, task_id: str, after: int, limit: int, max_bytes: int = EVENT_PAGE_BYTES
+    ) -> list[TaskEvent]:
+        return await super().read_events(task_id, after, limit, max_bytes=1)
+
+    async def claim_push_targets(
+        self,
+        claimer: str,
+        lease_seconds: float,
+        limit: int,
+        task_ids: Sequence[str] | None = None,
+        events: int = 0,
+    ) -> list[PushTarget]:
+        return await super().claim_push_targets(claimer, lease_seconds, limit, task_ids)
+
+
+async def test_a_courier_reads_on_after_a_page_cut_short_by_its_bytes(
+    receiver: Receiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(a2a_grpc.push.worker, "EVENT_PAGE_BYTES", 1)
+    store = OneEventPagesStore()
+    await Tasks(store).create("t1", events=3)
+    await store.put_push_config(OWNER, config("t1", url=receiver.url("/hook")), delivered=0)
+    sender = a2a_grpc.push.PushSender(AddressPolicy(allow=("127.0.0.1",), allow_http=True))
+    worker = PushWorker(store, sender, "this replica", DeliverySettings(sweep_seconds=3600.0))
+    worker.start()
+    try:
+        await receiver.wait_count("/hook", 3)
+    finally:
+        await worker.stop()
 
 
 # ---- retries, refusals, a webhook that never answers -------------------------------------------------

@@ -221,7 +221,10 @@ async def test_sqlite_migrates_a_version_1_file(tmp_path: Path) -> None:
     finally:
         await store.close()
     with sqlite3.connect(path) as conn:
-        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(3,)]
+        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(4,)]
+        assert conn.execute("SELECT name FROM sqlite_master WHERE name = 'tasks_final'").fetchall() == [
+            ("tasks_final",)
+        ]
 
     reopened = SqliteStore(path)  # an up-to-date file opens as it is
     await reopened.open()
@@ -233,7 +236,7 @@ async def test_sqlite_migrates_a_version_1_file(tmp_path: Path) -> None:
 
 async def test_sqlite_refuses_a_file_of_a_newer_schema(tmp_path: Path) -> None:
     path = tmp_path / "future.db"
-    write_version_1_file(path, schema_version=4)
+    write_version_1_file(path, schema_version=5)
     with pytest.raises(StoreError, match="newer than this server"):
         await SqliteStore(path).open()
     with sqlite3.connect(path) as conn:

@@ -324,7 +324,7 @@ async def test_sqlite_migrates_version_2_configs_to_their_tasks_last_event(tmp_p
     finally:
         await store.close()
     with sqlite3.connect(path) as conn:
-        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(3,)]
+        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(4,)]
     conn.close()
 
 
@@ -415,7 +415,7 @@ async def test_postgres_migrates_version_2_configs_to_their_tasks_last_event(pos
             await expect_migrated_configs(store)
         finally:
             await store.close()
-        assert await db.fetch("SELECT version FROM schema_version") == [(3,)]
+        assert await db.fetch("SELECT version FROM schema_version") == [(4,)]
     finally:
         await db.close()
 

@@ -270,7 +270,7 @@ async def test_a_version_1_database_migrates_on_open(postgres_url: str, db: asyn
     store = PostgresStore(postgres_url, pool_size=2)
     await store.open()
     try:
-        assert await db.fetch("SELECT version FROM schema_version") == [(3,)]
+        assert await db.fetch("SELECT version FROM schema_version") == [(4,)]
         task = a2a_pb2.Task(id="t1", context_id="ctx", status=status, history=[a2a_pb2.Message()])
         assert await store.load_task("t1", OWNER) == LoadedTask(task, 4, 0)
         assert await store.expired_runs(LONG_LEASE) == [("t1", OWNER)]  # run by a version 1 server: no runner
@@ -278,9 +278,10 @@ async def test_a_version_1_database_migrates_on_open(postgres_url: str, db: asyn
         assert await store.expired_runs(LONG_LEASE) == []
         assert await store.event_heads(["t1"]) == {"t1": 1}
         assert await db.fetchval("SELECT count(*) FROM pg_indexes WHERE indexname = 'tasks_running'") == 1
+        assert await db.fetchval("SELECT count(*) FROM pg_indexes WHERE indexname = 'tasks_final'") == 1
     finally:
         await store.close()
     reopened = PostgresStore(postgres_url, pool_size=2)
     await reopened.open()  # at the current version: nothing to migrate
     await reopened.close()
-    assert await db.fetch("SELECT version FROM schema_version") == [(3,)]
+    assert await db.fetch("SELECT version FROM schema_version") == [(4,)]

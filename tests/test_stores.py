@@ -466,7 +466,7 @@ async def test_sqlite_survives_reopen(tmp_path: Path) -> None:
 async def test_sqlite_settings(sqlite_store: SqliteStore) -> None:
     with sqlite3.connect(sqlite_store.path) as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(3,)]
+        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(4,)]
 
 
 async def test_sqlite_group_commit(sqlite_store: SqliteStore) -> None:
@@ -685,7 +685,7 @@ async def test_postgres_replicas_share_one_database(postgres_url: str) -> None:
         assert (loaded[0].status.state, loaded[1]) == (WORKING, 2)
         assert await second.running_tasks() == [("t1", OWNER)]
         pool = first._pool()
-        assert await pool.fetch("SELECT version FROM schema_version") == [(3,)]
+        assert await pool.fetch("SELECT version FROM schema_version") == [(4,)]
     finally:
         await asyncio.gather(first.close(), second.close())
 

@@ -22,7 +22,7 @@ from google.protobuf import json_format
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.push.host_slots import HostSlots, authority
 from a2a_grpc.push.sender import POOL_LIMIT_PER_HOST, Attempt, PushSender, backoff, safe_host
-from a2a_grpc.store.base import EventsPrunedError, PushTarget, TaskEvent, TaskStore
+from a2a_grpc.store.base import EVENT_PAGE_BYTES, EventsPrunedError, PushTarget, TaskEvent, TaskStore, page_cut
 
 log = logging.getLogger(__name__)
 
@@ -192,7 +192,7 @@ class PushWorker:
                         return
                 if not await self._deliver_page(hold, events):
                     return  # the claim lapsed and another replica took the webhook over
-                if len(events) < EVENT_PAGE and key not in self._more:
+                if not page_cut(events, EVENT_PAGE, EVENT_PAGE_BYTES) and key not in self._more:
                     return
                 events = []
         except asyncio.CancelledError:

@@ -7,17 +7,22 @@ acknowledged once the awaitable returned by `apply` has resolved: after that it 
 
 Every change a stream shows (a status update, an artifact chunk) is also an entry of the task's event
 log, numbered 1, 2, 3... per task and written with the change: streams, resumed streams and other
-replicas read the log, so it is the source of truth for what a subscriber sees.
+replicas read the log, so it is the source of truth for what a subscriber sees. Every store deletes the
+log of a task that has been final for a while (`prune_events`): a reader then gets the task instead.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+import itertools
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol
 
 from a2a_grpc.generated import a2a_pb2
+
+# A page of a task's event log ends early at the event whose body brings it to this many bytes.
+EVENT_PAGE_BYTES = 4 * 1024 * 1024
 
 # Told of each commit a store makes: how long it took (seconds) and how many task writes it carried.
 CommitObserver = Callable[[float, int], None]
@@ -36,7 +41,7 @@ class VersionConflictError(StoreError):
 
 
 class EventsPrunedError(StoreError):
-    """A read of a task's event log from a point the store no longer keeps (it bounds the log)."""
+    """A read of a task's event log from a point the store no longer keeps (it bounds or pruned the log)."""
 
 
 class InvalidPageTokenError(ValueError):
@@ -114,6 +119,32 @@ class PushTarget:
     events: tuple[TaskEvent, ...] = ()  # the first due events, when the claim read them (else read them)
 
 
+def bounded_page(events: Iterable[TaskEvent], limit: int, max_bytes: int) -> list[TaskEvent]:
+    """The first `limit` of `events`, ending early at the one whose body brings the page to `max_bytes`:
+    a page always holds an event when there is one."""
+    page: list[TaskEvent] = []
+    size = 0
+    for event in itertools.islice(events, limit):
+        page.append(event)
+        size += len(event.body)
+        if size >= max_bytes:
+            break
+    return page
+
+
+def page_cut(page: Sequence[TaskEvent], limit: int, max_bytes: int) -> bool:
+    """Whether a page read with these bounds may have ended before the log did."""
+    return len(page) >= limit or sum(len(event.body) for event in page) >= max_bytes
+
+
+def check_kept(task_id: str, after: int, page: Sequence[TaskEvent], last: int) -> None:
+    """Raise EventsPrunedError unless `page`, read above `after` from a log whose last event is `last`,
+    starts with event `after + 1` (or is empty because nothing follows `after`)."""
+    first = page[0].seq if page else last + 1
+    if after + 1 < first:
+        raise EventsPrunedError(f"the log of task {task_id!r} no longer holds event {after + 1}")
+
+
 class TaskStore(Protocol):
     """Where tasks and push-notification configs live. Every method is safe to call from the event loop.
 
@@ -151,10 +182,18 @@ class TaskStore(Protocol):
         two separate reads would pair old content with a newer version); None as for `get_task`."""
         ...
 
-    async def read_events(self, task_id: str, after: int, limit: int) -> list[TaskEvent]:
-        """Up to `limit` events of the task numbered above `after`, in order (the caller checked the owner).
+    async def read_events(
+        self, task_id: str, after: int, limit: int, max_bytes: int = EVENT_PAGE_BYTES
+    ) -> list[TaskEvent]:
+        """Up to `limit` events of the task numbered above `after`, in order (the caller checked the owner),
+        ending early at the event whose body brings the page to `max_bytes` (`bounded_page`).
 
-        EventsPrunedError when a store that bounds the log no longer holds event `after + 1`."""
+        EventsPrunedError when the store no longer holds event `after + 1` (`check_kept`)."""
+        ...
+
+    async def prune_events(self, older_than_seconds: float) -> int:
+        """Delete the event logs of the tasks whose final status is older than that; returns how many
+        events were deleted. The tasks themselves, and their last event's number, stay."""
         ...
 
     async def running_tasks(self) -> list[tuple[str, str]]:

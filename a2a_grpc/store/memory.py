@@ -20,15 +20,17 @@ from typing import TypeVar
 
 from a2a_grpc import compaction
 from a2a_grpc.generated import a2a_pb2
-from a2a_grpc.protocol import RUNNING_STATES
+from a2a_grpc.protocol import RUNNING_STATES, TERMINAL_STATES
 from a2a_grpc.store._codec import (
     decode_config_cursor,
     decode_task_cursor,
     encode_config_cursor,
     encode_task_cursor,
+    now_us,
     status_ts_us,
 )
 from a2a_grpc.store.base import (
+    EVENT_PAGE_BYTES,
     CommitObserver,
     EventsPrunedError,
     LoadedTask,
@@ -38,6 +40,8 @@ from a2a_grpc.store.base import (
     TaskQuery,
     TaskWrite,
     VersionConflictError,
+    bounded_page,
+    check_kept,
 )
 
 
@@ -72,13 +76,10 @@ class _Entry:
     rebuild_after: int = compaction.REBUILD_FLOOR
     events: list[TaskEvent] = field(default_factory=list)  # TaskEvents are immutable: kept as written
     log_bytes: int = 0
+    seq: int = 0  # the last event's number, kept when the log is pruned
 
     def sort_key(self) -> tuple[int, str]:
         return self.ts_us, self.task.id
-
-    @property
-    def seq(self) -> int:
-        return self.events[-1].seq if self.events else 0
 
 
 @dataclass(slots=True)
@@ -150,8 +151,10 @@ class MemoryStore:
         """Append to the task's log; past its bound, drop the oldest events down to half of it."""
         entry.events.extend(events)
         entry.log_bytes += sum(len(event.body) for event in events)
+        if events:
+            entry.seq = events[-1].seq
         if entry.log_bytes > self.max_log_bytes:
-            drop = 0  # the last event always stays: it numbers the log
+            drop = 0  # the newest event always stays
             while drop < len(entry.events) - 1 and entry.log_bytes > self.max_log_bytes // 2:
                 entry.log_bytes -= len(entry.events[drop].body)
                 drop += 1
@@ -169,15 +172,20 @@ class MemoryStore:
             return None
         return LoadedTask(_copy(entry.task), entry.version, entry.seq)
 
-    async def read_events(self, task_id: str, after: int, limit: int) -> list[TaskEvent]:
-        entry = self._tasks.get(task_id)
-        if entry is None:
-            return []
-        events = entry.events
-        if events and after + 1 < events[0].seq:
-            raise EventsPrunedError(f"task {task_id!r} keeps events from {events[0].seq} on, not {after + 1}")
-        start = bisect.bisect_right(events, after, key=_event_seq)
-        return events[start : start + limit]
+    async def read_events(
+        self, task_id: str, after: int, limit: int, max_bytes: int = EVENT_PAGE_BYTES
+    ) -> list[TaskEvent]:
+        return self._page(task_id, after, limit, max_bytes)
+
+    async def prune_events(self, older_than_seconds: float) -> int:
+        cutoff = now_us() - round(older_than_seconds * 1_000_000)
+        pruned = 0
+        for entry in self._tasks.values():
+            if entry.events and entry.state in TERMINAL_STATES and entry.ts_us < cutoff:
+                pruned += len(entry.events)
+                entry.events = []
+                entry.log_bytes = 0
+        return pruned
 
     async def running_tasks(self) -> list[tuple[str, str]]:
         return [(task_id, e.owner) for task_id, e in self._tasks.items() if e.state in RUNNING_STATES]
@@ -278,13 +286,23 @@ class MemoryStore:
     def _config(self, task_id: str, config_id: str) -> _Config | None:
         return self._configs.get(task_id, {}).get(config_id)
 
+    def _page(self, task_id: str, after: int, limit: int, max_bytes: int) -> list[TaskEvent]:
+        entry = self._tasks.get(task_id)
+        if entry is None:
+            return []
+        start = bisect.bisect_right(entry.events, after, key=_event_seq)
+        page = bounded_page(entry.events[start : start + limit], limit, max_bytes)
+        check_kept(task_id, after, page, entry.seq)
+        return page
+
     def _due_events(self, task_id: str, after: int, limit: int) -> tuple[TaskEvent, ...]:
-        """Up to `limit` events after `after`; none when the log no longer holds the first of them."""
-        events = self._tasks[task_id].events if limit else []
-        if not events or after + 1 < events[0].seq:
+        """Up to `limit` events after `after` (a page); none when the log no longer holds the first of them."""
+        if not limit:
             return ()
-        start = bisect.bisect_right(events, after, key=_event_seq)
-        return tuple(events[start : start + limit])
+        try:
+            return tuple(self._page(task_id, after, limit, EVENT_PAGE_BYTES))
+        except EventsPrunedError:
+            return ()
 
     def _seq(self, task_id: str) -> int:
         entry = self._tasks.get(task_id)

@@ -32,8 +32,9 @@ from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.ids import new_id
 from a2a_grpc.store import postgres_push as push
 from a2a_grpc.store import postgres_replicas as replicas
-from a2a_grpc.store._codec import decode_config_cursor, decode_task_cursor, encode_task_cursor
+from a2a_grpc.store._codec import decode_config_cursor, decode_task_cursor, encode_task_cursor, now_us
 from a2a_grpc.store.base import (
+    EVENT_PAGE_BYTES,
     CommitObserver,
     InvalidPageTokenError,
     LoadedTask,
@@ -43,9 +44,10 @@ from a2a_grpc.store.base import (
     TaskPage,
     TaskQuery,
     TaskWrite,
+    check_kept,
 )
-from a2a_grpc.store.postgres_common import as_store_error, has_nul, import_asyncpg, translated
-from a2a_grpc.store.postgres_schema import RUNNING_SQL, create_schema
+from a2a_grpc.store.postgres_common import as_store_error, has_nul, import_asyncpg, row_count, translated
+from a2a_grpc.store.postgres_schema import RUNNING_SQL, TERMINAL_SQL, create_schema
 from a2a_grpc.store.postgres_writes import PreparedWrite, apply_write, merge_chunks, prepare
 
 if TYPE_CHECKING:
@@ -66,7 +68,20 @@ _GET_TASK: Final = (
     f"SELECT {_TASK_COLUMNS}, {_HISTORY_ARRAY}, {_CHUNK_ARRAYS} FROM tasks t WHERE t.id = $1 AND t.owner = $2"
 )
 _RUNNING_TASKS: Final = f"SELECT id, owner FROM tasks WHERE state IN {RUNNING_SQL}"
-_READ_EVENTS: Final = "SELECT seq, state, body FROM task_events WHERE task_id = $1 AND seq > $2 ORDER BY seq LIMIT $3"
+# A page of the log with the task's last event number, in one statement (one snapshot): a row of NULL events
+# when the page is empty. `before` is the bytes of the page's bodies ahead of each event.
+_READ_EVENTS: Final = """
+SELECT t.seq AS last, e.seq, e.state, e.body
+FROM tasks t LEFT JOIN LATERAL (
+    SELECT seq, state, body, sum(octet_length(body)) OVER (ORDER BY seq) - octet_length(body) AS before
+    FROM task_events WHERE task_id = t.id AND seq > $2 ORDER BY seq LIMIT $3
+) e ON e.before < $4
+WHERE t.id = $1 ORDER BY e.seq
+"""
+_PRUNE_EVENTS: Final = (
+    "DELETE FROM task_events e USING tasks t"
+    f" WHERE e.task_id = t.id AND t.state IN {TERMINAL_SQL} AND t.status_ts_us < $1"
+)
 
 _Job: TypeAlias = tuple[PreparedWrite, asyncio.Future[None]]
 
@@ -170,13 +185,26 @@ class PostgresStore:
             return None
         return LoadedTask(_task_from_row(row, include_artifacts=True), int(row["version"]), int(row["seq"]))
 
-    async def read_events(self, task_id: str, after: int, limit: int) -> list[TaskEvent]:
+    async def read_events(
+        self, task_id: str, after: int, limit: int, max_bytes: int = EVENT_PAGE_BYTES
+    ) -> list[TaskEvent]:
         pool = self._pool()
         if has_nul(task_id):
             return []
         with translated():
-            rows = await pool.fetch(_READ_EVENTS, task_id, after, limit)
-        return [TaskEvent(int(row["seq"]), int(row["state"]), bytes(row["body"])) for row in rows]
+            rows = await pool.fetch(_READ_EVENTS, task_id, after, limit, max_bytes)
+        page = [
+            TaskEvent(int(row["seq"]), int(row["state"]), bytes(row["body"])) for row in rows if row["seq"] is not None
+        ]
+        if rows:
+            check_kept(task_id, after, page, int(rows[0]["last"]))
+        return page
+
+    async def prune_events(self, older_than_seconds: float) -> int:
+        pool = self._pool()
+        with translated():
+            done = await pool.execute(_PRUNE_EVENTS, now_us() - round(older_than_seconds * 1_000_000))
+        return row_count(done)
 
     async def running_tasks(self) -> list[tuple[str, str]]:
         pool = self._pool()

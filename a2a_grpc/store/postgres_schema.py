@@ -6,23 +6,25 @@ log (`task_events`, with the last event's number in `tasks.seq`) and what replic
 per live replica) and `cancel_requests`. Tasks a version 1 server left running have no runner, so they
 count as expired runs. Version 3 adds each push config's cursor into its task's event log (`delivered`)
 and its claim (`claimed_by`, `claimed_until`); configs stored before start at their task's last event.
+Version 4 indexes final tasks by status time (`tasks_final`), for pruning their event logs.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
-from a2a_grpc.protocol import RUNNING_STATES
+from a2a_grpc.protocol import RUNNING_STATES, TERMINAL_STATES
 from a2a_grpc.store.base import StoreError
 
 if TYPE_CHECKING:
     import asyncpg
 
-SCHEMA_VERSION: Final = 3
+SCHEMA_VERSION: Final = 4
 # The key of the advisory lock that makes one replica at a time create or migrate the schema.
 SCHEMA_LOCK_KEY: Final = 0x613261_67727063
 # Written inline, not as a parameter, so that the planner matches the partial index `tasks_running`.
 RUNNING_SQL: Final = f"({', '.join(str(int(state)) for state in sorted(RUNNING_STATES))})"
+TERMINAL_SQL: Final = f"({', '.join(str(int(state)) for state in sorted(TERMINAL_STATES))})"
 
 # pg_notify channels. Payloads: "<writer replica id> <task id> <last event seq>" when a write stored
 # events, and "<runner replica id> <task id>" when a cancel of a running task was requested.
@@ -92,6 +94,7 @@ ALTER TABLE push_configs ADD COLUMN IF NOT EXISTS claimed_by TEXT COLLATE "C";
 ALTER TABLE push_configs ADD COLUMN IF NOT EXISTS claimed_until TIMESTAMPTZ;
 UPDATE push_configs p SET delivered = t.seq FROM tasks t WHERE t.id = p.task_id;
 """
+_SCHEMA_V4: Final = f"CREATE INDEX IF NOT EXISTS tasks_final ON tasks (status_ts_us) WHERE state IN {TERMINAL_SQL};"
 _LOCK_SCHEMA: Final = "SELECT pg_advisory_xact_lock($1)"
 _SCHEMA_VERSION: Final = "SELECT MAX(version) FROM schema_version"
 _SET_SCHEMA_VERSION: Final = f"DELETE FROM schema_version; INSERT INTO schema_version VALUES ({SCHEMA_VERSION})"
@@ -107,5 +110,5 @@ async def create_schema(conn: asyncpg.Connection) -> None:
             return
         if version is not None and version > SCHEMA_VERSION:
             raise StoreError(f"database schema version {version} is newer than this server ({SCHEMA_VERSION})")
-        await conn.execute(_SCHEMA_V1 + _SCHEMA_V2 + _SCHEMA_V3)
+        await conn.execute(_SCHEMA_V1 + _SCHEMA_V2 + _SCHEMA_V3 + _SCHEMA_V4)
         await conn.execute(_SET_SCHEMA_VERSION)

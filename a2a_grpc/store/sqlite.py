@@ -33,8 +33,9 @@ from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.store import sqlite_push as push
 from a2a_grpc.store import sqlite_reads as reads
 from a2a_grpc.store import sqlite_writes as writes
-from a2a_grpc.store._codec import decode_config_cursor, decode_task_cursor
+from a2a_grpc.store._codec import decode_config_cursor, decode_task_cursor, now_us
 from a2a_grpc.store.base import (
+    EVENT_PAGE_BYTES,
     CommitObserver,
     LoadedTask,
     PushTarget,
@@ -117,8 +118,14 @@ class SqliteStore:
         """The version is that of the last committed write; writes still queued are not counted."""
         return await self._read(reads.load_versioned_task, task_id, owner)
 
-    async def read_events(self, task_id: str, after: int, limit: int) -> list[TaskEvent]:
-        return await self._read(reads.read_events, task_id, after, limit)
+    async def read_events(
+        self, task_id: str, after: int, limit: int, max_bytes: int = EVENT_PAGE_BYTES
+    ) -> list[TaskEvent]:
+        return await self._read(reads.read_events, task_id, after, limit, max_bytes)
+
+    async def prune_events(self, older_than_seconds: float) -> int:
+        pruned: int = await self._submit(writes.prune_events, now_us() - round(older_than_seconds * 1_000_000))
+        return pruned
 
     async def running_tasks(self) -> list[tuple[str, str]]:
         return await self._read(reads.running_tasks)

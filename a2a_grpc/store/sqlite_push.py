@@ -15,7 +15,7 @@ from typing import Any, Final, TypeAlias
 
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.store._codec import encode_config_cursor, now_us
-from a2a_grpc.store.base import PushTarget
+from a2a_grpc.store.base import EVENT_PAGE_BYTES, EventsPrunedError, PushTarget, TaskEvent
 from a2a_grpc.store.sqlite_reads import read_events
 
 # The cursor of a new config defaults to its task's last event, read by the same statement.
@@ -78,10 +78,20 @@ def claim(conn: sqlite3.Connection, payload: ClaimPayload) -> list[PushTarget]:
             a2a_pb2.TaskPushNotificationConfig.FromString(blob),
             int(delivered),
             int(latest),
-            tuple(read_events(conn, task_id, delivered, events)) if events else (),
+            _due_events(conn, task_id, delivered, events),
         )
         for task_id, _, owner, blob, delivered, latest in rows
     ]
+
+
+def _due_events(conn: sqlite3.Connection, task_id: str, after: int, limit: int) -> tuple[TaskEvent, ...]:
+    """A page of the events after `after`; none when the log no longer holds the first of them."""
+    if not limit:
+        return ()
+    try:
+        return tuple(read_events(conn, task_id, after, limit, EVENT_PAGE_BYTES))
+    except EventsPrunedError:
+        return ()
 
 
 def _due(conn: sqlite3.Connection, now: int, limit: int, task_ids: Sequence[str] | None) -> list[Any]:

@@ -3,6 +3,7 @@ snapshot, `in_snapshot`)."""
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 from collections.abc import Callable, Iterable
 from typing import Any, Final, TypeVar
@@ -11,7 +12,7 @@ from a2a_grpc.artifacts import apply_artifact_chunk
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.protocol import RUNNING_STATES
 from a2a_grpc.store._codec import encode_task_cursor
-from a2a_grpc.store.base import LoadedTask, StoreError, TaskEvent, TaskPage, TaskQuery
+from a2a_grpc.store.base import LoadedTask, StoreError, TaskEvent, TaskPage, TaskQuery, bounded_page, check_kept
 
 T = TypeVar("T")
 
@@ -43,9 +44,17 @@ def load_versioned_task(conn: sqlite3.Connection, task_id: str, owner: str) -> L
     return LoadedTask(_load_task(conn, row[:-2], include_artifacts=True), int(row[-2]), int(row[-1]))
 
 
-def read_events(conn: sqlite3.Connection, task_id: str, after: int, limit: int) -> list[TaskEvent]:
-    rows = conn.execute(_SELECT_EVENTS, (task_id, after, limit)).fetchall()
-    return [TaskEvent(seq, state, body) for seq, state, body in rows]
+def read_events(conn: sqlite3.Connection, task_id: str, after: int, limit: int, max_bytes: int) -> list[TaskEvent]:
+    """A page of the log (`TaskStore.read_events`): the rows past the page's bytes are not read."""
+    with contextlib.closing(conn.execute(_SELECT_EVENTS, (task_id, after, limit))) as rows:
+        page = bounded_page((TaskEvent(*row) for row in rows), limit, max_bytes)
+    check_kept(task_id, after, page, page[-1].seq if page else _last_seq(conn, task_id))
+    return page
+
+
+def _last_seq(conn: sqlite3.Connection, task_id: str) -> int:
+    row = conn.execute("SELECT seq FROM tasks WHERE id = ?", (task_id,)).fetchone()
+    return 0 if row is None else int(row[0])
 
 
 def running_tasks(conn: sqlite3.Connection) -> list[tuple[str, str]]:

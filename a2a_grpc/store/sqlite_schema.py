@@ -10,9 +10,12 @@ import contextlib
 import sqlite3
 from typing import Final
 
+from a2a_grpc.protocol import TERMINAL_STATES
 from a2a_grpc.store.base import StoreError
 
-SCHEMA_VERSION: Final = 3
+SCHEMA_VERSION: Final = 4
+# Written inline, the same in the index and in the queries, so that SQLite matches the partial index.
+TERMINAL_SQL: Final = f"({', '.join(str(int(state)) for state in sorted(TERMINAL_STATES))})"
 
 _TASK_EVENTS: Final = """CREATE TABLE IF NOT EXISTS task_events (
         task_id TEXT NOT NULL,
@@ -21,6 +24,9 @@ _TASK_EVENTS: Final = """CREATE TABLE IF NOT EXISTS task_events (
         body BLOB NOT NULL,
         PRIMARY KEY (task_id, seq)
     ) WITHOUT ROWID"""
+
+# Final tasks by status time, for pruning their event logs: a task enters it once, as it becomes final.
+_TASKS_FINAL: Final = f"CREATE INDEX IF NOT EXISTS tasks_final ON tasks (status_ts_us) WHERE state IN {TERMINAL_SQL}"
 
 _SCHEMA: Final = (
     """CREATE TABLE IF NOT EXISTS tasks (
@@ -37,6 +43,7 @@ _SCHEMA: Final = (
     )""",
     "CREATE INDEX IF NOT EXISTS tasks_by_owner ON tasks (owner, status_ts_us DESC, id DESC)",
     "CREATE INDEX IF NOT EXISTS tasks_by_context ON tasks (owner, context_id, status_ts_us DESC, id DESC)",
+    _TASKS_FINAL,
     # No index on state: every status change would move an entry in it, and a state filter is served
     # well enough by scanning the owner's tasks in tasks_by_owner order.
     """CREATE TABLE IF NOT EXISTS history (
@@ -77,6 +84,7 @@ _MIGRATIONS: Final[dict[int, tuple[str, ...]]] = {
         "ALTER TABLE push_configs ADD COLUMN claimed_until_us INTEGER",
         "UPDATE push_configs SET delivered = COALESCE((SELECT seq FROM tasks WHERE tasks.id = push_configs.task_id), 0)",
     ),
+    3: (_TASKS_FINAL,),
 }
 
 

@@ -13,6 +13,7 @@ from a2a_grpc.protocol import TERMINAL_STATES
 from a2a_grpc.store._codec import now_us, status_ts_us
 from a2a_grpc.store.base import TaskWrite, VersionConflictError
 from a2a_grpc.store.sqlite_reads import SELECT_CHUNKS, merge_chunks
+from a2a_grpc.store.sqlite_schema import TERMINAL_SQL
 
 _INSERT_TASK: Final = (
     "INSERT INTO tasks (id, owner, context_id, state, status_ts_us, version, status, metadata, created_us, seq)"
@@ -24,6 +25,10 @@ _TRIM_HISTORY: Final = (
 )
 _INSERT_CHUNK: Final = "INSERT INTO artifacts (task_id, seq, artifact_id, append, chunk) VALUES (?, ?, ?, ?, ?)"
 _INSERT_EVENT: Final = "INSERT INTO task_events (task_id, seq, state, body) VALUES (?, ?, ?, ?)"
+_PRUNE_EVENTS: Final = (
+    "DELETE FROM task_events WHERE task_id IN"
+    f" (SELECT id FROM tasks WHERE state IN {TERMINAL_SQL} AND status_ts_us < ?)"
+)
 
 
 @dataclass(slots=True)
@@ -163,6 +168,11 @@ def _update_task(conn: sqlite3.Connection, write: PreparedWrite) -> None:
 def _next_seq(conn: sqlite3.Connection, table: str, task_id: str) -> int:
     row = conn.execute(f"SELECT MAX(seq) FROM {table} WHERE task_id = ?", (task_id,)).fetchone()
     return 0 if row[0] is None else int(row[0]) + 1
+
+
+def prune_events(conn: sqlite3.Connection, cutoff_us: int) -> int:
+    """Delete the event logs of tasks final since before `cutoff_us`; returns how many events went."""
+    return conn.execute(_PRUNE_EVENTS, (cutoff_us,)).rowcount
 
 
 def set_max_pages(conn: sqlite3.Connection, pages: int) -> int:

@@ -5,10 +5,12 @@ from a2a_grpc.tasks.limits import MAX_ARTIFACT_BYTES_PER_TASK, MAX_HISTORY_PER_T
 from a2a_grpc.tasks.live import LiveTask, Subscription, now_timestamp, task_view
 from a2a_grpc.tasks.manager import TaskManager
 from a2a_grpc.tasks.replicas import LEASE_SECONDS, POLL_SECONDS
+from a2a_grpc.tasks.retention import EVENT_RETENTION_SECONDS
 from a2a_grpc.tasks.run import TaskRun
 from a2a_grpc.tasks.subscriber import SUBSCRIBER_BUFFER_BYTES, Subscriber, SubscriptionStoppedError, wait_durable
 
 __all__ = [
+    "EVENT_RETENTION_SECONDS",
     "LEASE_SECONDS",
     "MAX_ARTIFACT_BYTES_PER_TASK",
     "MAX_HISTORY_PER_TASK",

@@ -9,8 +9,9 @@ that what a caller may see is decided in one place (`check_visible`).
 
 The manager is the one entry; the work is shared among the parts it owns, each given what it needs:
 `LiveTasks` (the tasks worked on or watched here, and their subscribers), `TaskWriter` (applying,
-storing and publishing changes, and a full store), `AgentRuns` (the agent's runs and what they publish)
-and, when the store is shared, `ReplicaKeeper` (the other replicas).
+storing and publishing changes, and a full store), `AgentRuns` (the agent's runs and what they publish),
+`EventPruner` (deleting old final tasks' event logs) and, when the store is shared, `ReplicaKeeper`
+(the other replicas).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from a2a_grpc.tasks.limits import DEFAULT_TASK_LIMITS, TaskLimits
 from a2a_grpc.tasks.live import SETTLED_STATES, LiveTask, Subscription, TaskState, copy_task, stamp_now, task_view
 from a2a_grpc.tasks.live_tasks import LiveTasks
 from a2a_grpc.tasks.replicas import LEASE_SECONDS, POLL_SECONDS, ReplicaKeeper
+from a2a_grpc.tasks.retention import EVENT_RETENTION_SECONDS, EventPruner
 from a2a_grpc.tasks.rules import (
     bad_page_token,
     check_resumable,
@@ -54,7 +56,7 @@ from a2a_grpc.tasks.writes import TaskWriter
 
 class TaskManager:
     """`on_storage_writable(False)` is called when the store turns out to be full, `(True)` when it
-    takes a write again."""
+    takes a write again. The events of a task final for `event_retention_seconds` are deleted."""
 
     def __init__(
         self,
@@ -66,8 +68,10 @@ class TaskManager:
         poll_seconds: float = POLL_SECONDS,
         on_push_due: Callable[[str], None] | None = None,
         limits: TaskLimits = DEFAULT_TASK_LIMITS,
+        event_retention_seconds: float = EVENT_RETENTION_SECONDS,
     ) -> None:
         self.store = store
+        self._pruner = EventPruner(store, event_retention_seconds)
         self._tasks = LiveTasks(store, subscriber_buffer_bytes)
         self._writer = TaskWriter(store, self._tasks, on_storage_writable, on_push_due, limits.max_history)
         self._runs = AgentRuns(executor, self._tasks, self._writer, limits)
@@ -261,7 +265,9 @@ class TaskManager:
 
     async def start(self) -> int:
         """Once the store is open: alone on it, fail the tasks a previous process left running (no agent
-        works on them any more) and return how many; sharing it, start following the other replicas."""
+        works on them any more) and return how many; sharing it, start following the other replicas.
+        Either way, start pruning old event logs."""
+        self._pruner.start()
         if self._replicas is not None:
             self._replicas.start()
             return 0
@@ -281,6 +287,7 @@ class TaskManager:
         UNAVAILABLE. Sharing the store, give up this replica's lease once its last writes are stored.
         Returns how many tasks it failed."""
         self._closing = True
+        await self._pruner.stop()
         failing = sum(1 for live in self._tasks if live.run is not None and live.state not in SETTLED_STATES)
         await self._runs.stop()
         await self._writer.finish_recoveries()
