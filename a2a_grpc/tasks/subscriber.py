@@ -5,8 +5,9 @@ pushed to it as the task manager publishes it (the fast path: no store read). Wh
 pushed event in order (its buffer is full, it joined behind the task, or another replica wrote the
 event), it reads the store's log from its last delivered event until it has caught up, then takes pushes
 again. So a slow subscriber is never dropped and never slows the agent, and every subscriber sees every
-event once, in order. Only a store that bounds its log (the memory store) can have dropped the events
-a subscriber needs: it then gets the task as it is now (a Task event) and goes on after it.
+event once, in order. Only a store that bounds its log (the memory store) or pruned it (a task final for
+longer than the retention) can have dropped the events a subscriber needs: it then gets the task as it
+is now (a Task event) and goes on after it.
 """
 
 from __future__ import annotations
@@ -204,7 +205,7 @@ class Subscriber:
             events = [await self._log.snapshot()]
         if events:
             self.tail = max(self.tail, events[-1].seq)
-        elif self.delivered < self._known and not self._closed:
+        elif self.delivered < self._known:  # stored by now (a failed write raises above), or by another replica
             await asyncio.sleep(LOG_RETRY_SECONDS)
         else:
             self._from_log = False
