@@ -25,6 +25,7 @@ from a2a_grpc.server import DEFAULT_STORE_URL, A2AServer, ServerSettings
 from a2a_grpc.servicer import MAX_LIST_PAGE_BYTES
 from a2a_grpc.store import StoreError
 from a2a_grpc.tasks import (
+    EVENT_RETENTION_SECONDS,
     LEASE_SECONDS,
     MAX_ARTIFACT_BYTES_PER_TASK,
     MAX_HISTORY_PER_TASK,
@@ -51,11 +52,20 @@ def _byte_count(text: str) -> int:
 
 
 def _seconds(text: str) -> float:
+    return _seconds_below(text, 86_400)
+
+
+def _duration(text: str) -> float:
+    """Seconds that may pass a day (up to a century)."""
+    return _seconds_below(text, 100 * 365 * 86_400)
+
+
+def _seconds_below(text: str, bound: float) -> float:
     try:
         seconds = float(text)
     except ValueError:
         seconds = -1.0
-    if not 0 < seconds < 86_400:
+    if not 0 < seconds < bound:
         raise argparse.ArgumentTypeError(f"expected a number of seconds above 0, got {text!r}")
     return seconds
 
@@ -257,6 +267,13 @@ def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
         help="with a shared store: how often to poll for other replicas' events while notifications are down "
         "[A2A_GRPC_POLL_INTERVAL]",
     )
+    serve.add_argument(
+        "--event-retention",
+        type=_duration,
+        default=_env("EVENT_RETENTION", str(int(EVENT_RETENTION_SECONDS))),
+        help="seconds a final task's events are kept for resumed streams, replicas and push delivery; then "
+        "only the task is [A2A_GRPC_EVENT_RETENTION]",
+    )
     add_push_arguments(serve)
     serve.add_argument(
         "--workers",
@@ -323,7 +340,8 @@ def add_auth_arguments(serve: argparse.ArgumentParser) -> None:
     serve.add_argument(
         "--jwt-issuer",
         default=_env("JWT_ISSUER", None),
-        help="the iss a JWT must carry; comma-join several [A2A_GRPC_JWT_ISSUER] (default: none; required with JWTs)",
+        help="the iss a JWT must carry; comma-join several [A2A_GRPC_JWT_ISSUER] (default: none; required with JWTs, "
+        "except for a card's OpenID Connect scheme, whose discovery names it)",
     )
     serve.add_argument(
         "--jwt-audience",
@@ -493,6 +511,7 @@ def serve(args: argparse.Namespace, argv: Sequence[str]) -> int:
         store_pool_size=args.store_pool_size,
         lease_seconds=args.lease_seconds,
         poll_seconds=args.poll_interval,
+        event_retention_seconds=args.event_retention,
         push=push_settings(args),
         worker_mode=worker is not None,
         worker_metrics=_worker_metrics(worker),

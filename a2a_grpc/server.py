@@ -42,6 +42,7 @@ from a2a_grpc.reflection import add_reflection
 from a2a_grpc.servicer import MAX_LIST_PAGE_BYTES, A2AServicer
 from a2a_grpc.store import TaskStore, open_store
 from a2a_grpc.tasks import (
+    EVENT_RETENTION_SECONDS,
     LEASE_SECONDS,
     MAX_ARTIFACT_BYTES_PER_TASK,
     MAX_HISTORY_PER_TASK,
@@ -112,6 +113,7 @@ class ServerSettings:
     store_pool_size: int = 10  # connections to a PostgreSQL store
     lease_seconds: float = LEASE_SECONDS  # with a shared store: a replica silent this long has died
     poll_seconds: float = POLL_SECONDS  # with a shared store: polling while notifications are down
+    event_retention_seconds: float = EVENT_RETENTION_SECONDS  # a task final this long loses its event log
     push: PushSettings = field(default_factory=PushSettings)  # for a card that declares pushNotifications
     access_log: bool = True  # one line per A2A call on the a2a_grpc.access logger
     metrics: bool = True  # Prometheus metrics at /metrics on the HTTP port (with http_listen)
@@ -245,6 +247,7 @@ class A2AServer:
             poll_seconds=settings.poll_seconds,
             on_push_due=self.push.wake if self.push is not None else None,
             limits=TaskLimits(settings.max_history_per_task, settings.max_artifact_bytes_per_task),
+            event_retention_seconds=settings.event_retention_seconds,
         )
         if self.metrics is not None:
             self.metrics.count_tasks(self.manager.task_counts)
@@ -266,6 +269,8 @@ class A2AServer:
         return PushService(self.settings.push, self.store, claimer, on_delivery=on_delivery)
 
     async def start(self) -> None:
+        # First: a key set or discovery document that cannot be had stops start-up before anything runs.
+        await self._verifiers.start()
         await self.store.open()
         orphans = await self.manager.start()
         if orphans:
@@ -334,7 +339,6 @@ class A2AServer:
             self.push.start(next(i.url for i in self.card.supported_interfaces if i.protocol_binding == GRPC_BINDING))
         await self._set_health(NOT_SERVING)  # the servicer starts with "" SERVING: not before all is up
         await self.health.set(LIVENESS_SERVICE, SERVING)
-        await self._verifiers.start()
         await server.start()
         self._server = server
         if settings.http_listen:
