@@ -215,3 +215,18 @@ async def test_a_card_tenant_with_a_control_character_is_refused_at_start(tmp_pa
     settings = ServerSettings(listen="127.0.0.1:0", http_listen="", card_path=str(card), store_url="memory")
     with pytest.raises(CardError, match=r"supportedInterfaces\[0\]\.tenant"):
         A2AServer(settings)
+
+
+async def test_on_a_server_with_tenants_a_principal_holding_the_separator_is_refused(
+    start_server: StartServer,
+) -> None:
+    card = {**TENANT_CARD, "supportedInterfaces": [interface("acme"), interface("")]}
+    server = await start_server(card=card, bearer_tokens={"odd-token": "acme\u001falice", "plain-token": "alice"})
+    async with grpc.aio.insecure_channel(server.grpc_target) as channel:
+        stub = make_stub(channel)
+        request = a2a_pb2.ListTasksRequest(tenant="")
+        odd = (*V1, ("authorization", "Bearer odd-token"))
+        refused = await error_of(stub.ListTasks(request, metadata=odd))
+        listed = await stub.ListTasks(request, metadata=(*V1, ("authorization", "Bearer plain-token")))
+    assert refused.code() == grpc.StatusCode.PERMISSION_DENIED, "it could otherwise stand for alice in acme"
+    assert listed.total_size == 0
