@@ -50,6 +50,15 @@ async def test_the_events_of_a_task_final_longer_than_the_retention_are_deleted(
     assert await store.prune_events(HOUR) == 0
 
 
+async def test_a_backlog_is_pruned_in_batches_until_none_is_left(store: TaskStore) -> None:
+    for task_id in ("old-1", "old-2", "old-3"):
+        await finished_long_ago(store, task_id)
+    assert await store.prune_events(HOUR, batch=2) == 9
+    for task_id in ("old-1", "old-2", "old-3"):
+        with pytest.raises(EventsPrunedError):
+            await store.read_events(task_id, 0, 10)
+
+
 async def test_running_and_recently_final_tasks_keep_their_events(store: TaskStore) -> None:
     running = [status_event("running", 1, WORKING)]  # its status is from 2023 too
     await store.apply(create("running", *running))

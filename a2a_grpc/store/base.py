@@ -23,6 +23,8 @@ from a2a_grpc.generated import a2a_pb2
 
 # A page of a task's event log ends early at the event whose body brings it to this many bytes.
 EVENT_PAGE_BYTES = 4 * 1024 * 1024
+# Events `prune_events` deletes per store write, so that other writes go between its batches.
+PRUNE_BATCH_EVENTS = 10_000
 
 # Told of each commit a store makes: how long it took (seconds) and how many task writes it carried.
 CommitObserver = Callable[[float, int], None]
@@ -191,9 +193,10 @@ class TaskStore(Protocol):
         EventsPrunedError when the store no longer holds event `after + 1` (`check_kept`)."""
         ...
 
-    async def prune_events(self, older_than_seconds: float) -> int:
-        """Delete the event logs of the tasks whose final status is older than that; returns how many
-        events were deleted. The tasks themselves, and their last event's number, stay."""
+    async def prune_events(self, older_than_seconds: float, batch: int = PRUNE_BATCH_EVENTS) -> int:
+        """Delete the event logs of the tasks whose final status is older than that, `batch` events per
+        write; returns how many events were deleted. The tasks themselves, and their last event's number,
+        stay."""
         ...
 
     async def running_tasks(self) -> list[tuple[str, str]]:

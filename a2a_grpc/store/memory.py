@@ -31,6 +31,7 @@ from a2a_grpc.store._codec import (
 )
 from a2a_grpc.store.base import (
     EVENT_PAGE_BYTES,
+    PRUNE_BATCH_EVENTS,
     CommitObserver,
     EventsPrunedError,
     LoadedTask,
@@ -177,7 +178,8 @@ class MemoryStore:
     ) -> list[TaskEvent]:
         return self._page(task_id, after, limit, max_bytes)
 
-    async def prune_events(self, older_than_seconds: float) -> int:
+    async def prune_events(self, older_than_seconds: float, batch: int = PRUNE_BATCH_EVENTS) -> int:
+        """All at once: the memory store has no other writer to let through."""
         cutoff = now_us() - round(older_than_seconds * 1_000_000)
         pruned = 0
         for entry in self._tasks.values():

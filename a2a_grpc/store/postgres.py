@@ -35,6 +35,7 @@ from a2a_grpc.store import postgres_replicas as replicas
 from a2a_grpc.store._codec import decode_config_cursor, decode_task_cursor, encode_task_cursor, now_us
 from a2a_grpc.store.base import (
     EVENT_PAGE_BYTES,
+    PRUNE_BATCH_EVENTS,
     CommitObserver,
     InvalidPageTokenError,
     LoadedTask,
@@ -79,8 +80,8 @@ FROM tasks t LEFT JOIN LATERAL (
 WHERE t.id = $1 ORDER BY e.seq
 """
 _PRUNE_EVENTS: Final = (
-    "DELETE FROM task_events e USING tasks t"
-    f" WHERE e.task_id = t.id AND t.state IN {TERMINAL_SQL} AND t.status_ts_us < $1"
+    "DELETE FROM task_events WHERE (task_id, seq) IN (SELECT e.task_id, e.seq FROM tasks t"
+    f" JOIN task_events e ON e.task_id = t.id WHERE t.state IN {TERMINAL_SQL} AND t.status_ts_us < $1 LIMIT $2)"
 )
 
 _Job: TypeAlias = tuple[PreparedWrite, asyncio.Future[None]]
@@ -200,11 +201,17 @@ class PostgresStore:
             check_kept(task_id, after, page, int(rows[0]["last"]))
         return page
 
-    async def prune_events(self, older_than_seconds: float) -> int:
+    async def prune_events(self, older_than_seconds: float, batch: int = PRUNE_BATCH_EVENTS) -> int:
+        """A batch a statement: each well inside the statement timeout, however large the backlog."""
         pool = self._pool()
-        with translated():
-            done = await pool.execute(_PRUNE_EVENTS, now_us() - round(older_than_seconds * 1_000_000))
-        return row_count(done)
+        cutoff = now_us() - round(older_than_seconds * 1_000_000)
+        pruned = 0
+        while True:
+            with translated():
+                deleted = row_count(await pool.execute(_PRUNE_EVENTS, cutoff, batch))
+            pruned += deleted
+            if deleted < batch:
+                return pruned
 
     async def running_tasks(self) -> list[tuple[str, str]]:
         pool = self._pool()

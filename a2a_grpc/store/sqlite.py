@@ -36,6 +36,7 @@ from a2a_grpc.store import sqlite_writes as writes
 from a2a_grpc.store._codec import decode_config_cursor, decode_task_cursor, now_us
 from a2a_grpc.store.base import (
     EVENT_PAGE_BYTES,
+    PRUNE_BATCH_EVENTS,
     CommitObserver,
     LoadedTask,
     PushTarget,
@@ -123,9 +124,14 @@ class SqliteStore:
     ) -> list[TaskEvent]:
         return await self._read(reads.read_events, task_id, after, limit, max_bytes)
 
-    async def prune_events(self, older_than_seconds: float) -> int:
-        pruned: int = await self._submit(writes.prune_events, now_us() - round(older_than_seconds * 1_000_000))
-        return pruned
+    async def prune_events(self, older_than_seconds: float, batch: int = PRUNE_BATCH_EVENTS) -> int:
+        cutoff = now_us() - round(older_than_seconds * 1_000_000)
+        pruned = 0
+        while True:  # a batch a write, so that the writes of the tasks being served go between
+            deleted: int = await self._submit(writes.prune_events, (cutoff, batch))
+            pruned += deleted
+            if deleted < batch:
+                return pruned
 
     async def running_tasks(self) -> list[tuple[str, str]]:
         return await self._read(reads.running_tasks)

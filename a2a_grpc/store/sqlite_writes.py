@@ -26,8 +26,8 @@ _TRIM_HISTORY: Final = (
 _INSERT_CHUNK: Final = "INSERT INTO artifacts (task_id, seq, artifact_id, append, chunk) VALUES (?, ?, ?, ?, ?)"
 _INSERT_EVENT: Final = "INSERT INTO task_events (task_id, seq, state, body) VALUES (?, ?, ?, ?)"
 _PRUNE_EVENTS: Final = (
-    "DELETE FROM task_events WHERE task_id IN"
-    f" (SELECT id FROM tasks WHERE state IN {TERMINAL_SQL} AND status_ts_us < ?)"
+    "DELETE FROM task_events WHERE (task_id, seq) IN (SELECT e.task_id, e.seq FROM tasks t"
+    f" JOIN task_events e ON e.task_id = t.id WHERE t.state IN {TERMINAL_SQL} AND t.status_ts_us < ? LIMIT ?)"
 )
 
 
@@ -170,9 +170,10 @@ def _next_seq(conn: sqlite3.Connection, table: str, task_id: str) -> int:
     return 0 if row[0] is None else int(row[0]) + 1
 
 
-def prune_events(conn: sqlite3.Connection, cutoff_us: int) -> int:
-    """Delete the event logs of tasks final since before `cutoff_us`; returns how many events went."""
-    return conn.execute(_PRUNE_EVENTS, (cutoff_us,)).rowcount
+def prune_events(conn: sqlite3.Connection, payload: tuple[int, int]) -> int:
+    """payload: (cutoff, batch). Delete up to `batch` events of tasks final since before the cutoff (µs);
+    returns how many went."""
+    return conn.execute(_PRUNE_EVENTS, payload).rowcount
 
 
 def set_max_pages(conn: sqlite3.Connection, pages: int) -> int:
