@@ -6,7 +6,7 @@ import json
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
 import pytest
@@ -17,9 +17,12 @@ from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
 from a2a_grpc.push.service import PushSettings
 from a2a_grpc.server import A2AServer, ServerSettings
 from a2a_grpc.store import MemoryStore, PostgresStore, SqliteStore, TaskStore
-from bench.pg_cluster import PostgresUnavailable, fresh_database, start_cluster
+from bench.pg_cluster import PgCluster, PostgresUnavailable, fresh_database, start_cluster
 
-V1 = (("a2a-version", "1.0"),)
+if TYPE_CHECKING:
+    from rpc_helpers import Clients
+
+V1: tuple[tuple[str, str], ...] = (("a2a-version", "1.0"),)
 
 BASE_CARD: dict[str, Any] = {
     "name": "test agent",
@@ -93,6 +96,16 @@ def stub(channel: grpc.aio.Channel) -> a2a_pb2_grpc.A2AServiceStub:
     return a2a_pb2_grpc.A2AServiceStub(channel)  # type: ignore[no-untyped-call]
 
 
+@pytest.fixture
+async def clients(start_server: StartServer) -> AsyncIterator[Clients]:
+    """Channels a test opens to its servers (`clients.stub(server)`), closed before the servers stop."""
+    from rpc_helpers import Clients  # rpc_helpers imports this module
+
+    opened = Clients()
+    yield opened
+    await opened.close()
+
+
 @pytest.fixture(scope="session")
 def postgres_server() -> Iterator[str]:
     """Base URL of a real PostgreSQL: $A2A_GRPC_TEST_POSTGRES_URL, else a throwaway cluster (bench/pg_cluster.py).
@@ -102,19 +115,22 @@ def postgres_server() -> Iterator[str]:
     if url := os.environ.get("A2A_GRPC_TEST_POSTGRES_URL"):
         yield url
         return
+    cluster = started_cluster()
     try:
-        cluster = start_cluster()
+        yield cluster.url
+    finally:
+        cluster.stop()
+
+
+def started_cluster() -> PgCluster:
+    """A throwaway PostgreSQL cluster; without the server binaries the test is skipped, or failed when
+    A2A_GRPC_REQUIRE_POSTGRES=1 (CI)."""
+    try:
+        return start_cluster()
     except PostgresUnavailable as unavailable:
-        reason = str(unavailable)
-    else:
-        try:
-            yield cluster.url
-        finally:
-            cluster.stop()
-        return
-    if os.environ.get("A2A_GRPC_REQUIRE_POSTGRES") == "1":
-        pytest.fail(f"{reason} (A2A_GRPC_REQUIRE_POSTGRES=1)", pytrace=False)
-    pytest.skip(reason)
+        if os.environ.get("A2A_GRPC_REQUIRE_POSTGRES") == "1":
+            pytest.fail(f"{unavailable} (A2A_GRPC_REQUIRE_POSTGRES=1)", pytrace=False)
+        pytest.skip(str(unavailable))
 
 
 @pytest.fixture

@@ -21,7 +21,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -30,7 +30,7 @@ import grpc
 import pytest
 from conftest import BASE_CARD, V1, StartServer, send_request
 from process import send_text, serve_process
-from rpc_helpers import TEST_SECONDS, Stub, assert_error, bearer, make_stub, read_all, rpc_error
+from rpc_helpers import TEST_SECONDS, Clients, assert_error, bearer, make_stub, read_all, rpc_error
 
 from a2a_grpc.agent import EventPublisher, RequestContext
 from a2a_grpc.call import CallContext
@@ -93,25 +93,11 @@ async def wait_for_line(caplog: pytest.LogCaptureFixture, method: str) -> dict[s
             await asyncio.sleep(0.01)
 
 
-@pytest.fixture
-async def stub_for(start_server: StartServer) -> AsyncIterator[Any]:
-    channels: list[grpc.aio.Channel] = []
-
-    def stub(server: A2AServer) -> Stub:
-        channel = grpc.aio.insecure_channel(server.grpc_target)
-        channels.append(channel)
-        return make_stub(channel)
-
-    yield stub
-    for channel in channels:
-        await channel.close()
-
-
 async def test_a_sent_message_is_one_line_with_its_call_and_no_text_or_token(
-    start_server: StartServer, stub_for: Any, access: pytest.LogCaptureFixture
+    start_server: StartServer, clients: Clients, access: pytest.LogCaptureFixture
 ) -> None:
     server = await start_server(bearer_tokens={TOKEN: PRINCIPAL})
-    stub = stub_for(server)
+    stub = clients.stub(server)
     async with asyncio.timeout(TEST_SECONDS):
         response = await stub.SendMessage(send_request(MESSAGE_TEXT), metadata=bearer(TOKEN))
     line = only_line(access, "SendMessage")
@@ -132,10 +118,10 @@ async def test_a_sent_message_is_one_line_with_its_call_and_no_text_or_token(
 
 
 async def test_a_call_without_a_required_extension_is_logged_at_info_with_the_uri_and_reason(
-    start_server: StartServer, stub_for: Any, access: pytest.LogCaptureFixture
+    start_server: StartServer, clients: Clients, access: pytest.LogCaptureFixture
 ) -> None:
     server = await start_server(card=EXTENSION_CARD)
-    stub = stub_for(server)
+    stub = clients.stub(server)
     requested = (*V1, ("a2a-extensions", f"{OPTIONAL}, {UNDECLARED}"))
     async with asyncio.timeout(TEST_SECONDS):
         error = await rpc_error(stub.SendMessage(send_request(MESSAGE_TEXT), metadata=requested))
@@ -152,10 +138,10 @@ async def test_a_call_without_a_required_extension_is_logged_at_info_with_the_ur
 
 
 async def test_an_admitted_call_lists_its_requested_and_activated_extensions(
-    start_server: StartServer, stub_for: Any, access: pytest.LogCaptureFixture
+    start_server: StartServer, clients: Clients, access: pytest.LogCaptureFixture
 ) -> None:
     server = await start_server(card=EXTENSION_CARD)
-    stub = stub_for(server)
+    stub = clients.stub(server)
     requested = (*V1, ("a2a-extensions", f"{REQUIRED},{UNDECLARED}"), ("a2a-extensions", OPTIONAL))
     async with asyncio.timeout(TEST_SECONDS):
         await stub.SendMessage(send_request(), metadata=requested)
@@ -180,7 +166,7 @@ async def test_an_admitted_call_lists_its_requested_and_activated_extensions(
 )
 async def test_refusals_are_logged_at_info_with_their_reason(
     start_server: StartServer,
-    stub_for: Any,
+    clients: Clients,
     access: pytest.LogCaptureFixture,
     metadata: tuple[tuple[str, str], ...],
     code: grpc.StatusCode,
@@ -188,7 +174,7 @@ async def test_refusals_are_logged_at_info_with_their_reason(
     version: str,
 ) -> None:
     server = await start_server(bearer_tokens={TOKEN: PRINCIPAL})
-    stub = stub_for(server)
+    stub = clients.stub(server)
     async with asyncio.timeout(TEST_SECONDS):
         error = await rpc_error(stub.GetTask(a2a_pb2.GetTaskRequest(id="t-1"), metadata=metadata))
     assert_error(error, code, reason)
@@ -199,10 +185,10 @@ async def test_refusals_are_logged_at_info_with_their_reason(
 
 
 async def test_a_task_that_does_not_exist_is_logged_with_not_found_and_its_id(
-    start_server: StartServer, stub_for: Any, access: pytest.LogCaptureFixture
+    start_server: StartServer, clients: Clients, access: pytest.LogCaptureFixture
 ) -> None:
     server = await start_server()
-    stub = stub_for(server)
+    stub = clients.stub(server)
     async with asyncio.timeout(TEST_SECONDS):
         error = await rpc_error(stub.GetTask(a2a_pb2.GetTaskRequest(id="no-such-task"), metadata=V1))
     assert_error(error, grpc.StatusCode.NOT_FOUND, "TASK_NOT_FOUND")
@@ -213,10 +199,10 @@ async def test_a_task_that_does_not_exist_is_logged_with_not_found_and_its_id(
 
 
 async def test_a_client_chosen_id_is_cut_short_in_the_log(
-    start_server: StartServer, stub_for: Any, access: pytest.LogCaptureFixture
+    start_server: StartServer, clients: Clients, access: pytest.LogCaptureFixture
 ) -> None:
     server = await start_server()
-    stub = stub_for(server)
+    stub = clients.stub(server)
     long_id = "x" * 10_000 + "\nforged line"
     async with asyncio.timeout(TEST_SECONDS):
         await rpc_error(stub.GetTask(a2a_pb2.GetTaskRequest(id=long_id), metadata=V1))
@@ -226,10 +212,10 @@ async def test_a_client_chosen_id_is_cut_short_in_the_log(
 
 
 async def test_a_stream_is_logged_once_it_ends_with_its_event_count(
-    start_server: StartServer, stub_for: Any, access: pytest.LogCaptureFixture
+    start_server: StartServer, clients: Clients, access: pytest.LogCaptureFixture
 ) -> None:
     server = await start_server()
-    stub = stub_for(server)
+    stub = clients.stub(server)
     async with asyncio.timeout(TEST_SECONDS):
         events = await read_all(stub.SendStreamingMessage(send_request(MESSAGE_TEXT), metadata=V1))
     line = only_line(access, "SendStreamingMessage")
@@ -257,11 +243,11 @@ class HeldAgent:
 
 
 async def test_a_stream_the_client_cancels_is_logged_as_cancelled_with_the_events_it_got(
-    start_server: StartServer, stub_for: Any, access: pytest.LogCaptureFixture
+    start_server: StartServer, clients: Clients, access: pytest.LogCaptureFixture
 ) -> None:
     agent = HeldAgent()
     server = await start_server(agent=agent)
-    stub = stub_for(server)
+    stub = clients.stub(server)
     try:
         async with asyncio.timeout(TEST_SECONDS):
             configuration = a2a_pb2.SendMessageConfiguration(return_immediately=True)

@@ -5,7 +5,6 @@ per call (INVALID_ARGUMENT naming the field or header)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 
 import grpc
 import pytest
@@ -29,13 +28,6 @@ RESOURCE_EXHAUSTED = grpc.StatusCode.RESOURCE_EXHAUSTED
 INVALID_ARGUMENT = grpc.StatusCode.INVALID_ARGUMENT
 TOKENS = {"token-a": "alice", "token-b": "bob"}
 ALICE, BOB = bearer("token-a"), bearer("token-b")
-
-
-@pytest.fixture
-async def clients() -> AsyncIterator[Clients]:
-    opened = Clients()
-    yield opened
-    await opened.close()
 
 
 def retry_delay(error: grpc.aio.AioRpcError) -> float:

@@ -13,13 +13,12 @@ import time
 from collections.abc import AsyncIterator, Callable
 
 import aiohttp
-import grpc
 import pytest
 from aiohttp import web
 from conftest import V1, StartServer, send_request
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
-from rpc_helpers import TEST_SECONDS, Stub, make_stub, read_all, rpc_error
+from rpc_helpers import TEST_SECONDS, Clients, read_all, rpc_error
 from test_access_log import EXTENSION_CARD, OPTIONAL, REQUIRED, UNDECLARED, HeldAgent
 
 from a2a_grpc.call import CallContext
@@ -72,25 +71,11 @@ async def until(server: A2AServer, holds: Callable[[Samples], bool], what: str) 
         raise AssertionError(f"metrics never showed {what}") from None
 
 
-@pytest.fixture
-async def stub_for() -> AsyncIterator[Callable[[A2AServer], Stub]]:
-    channels: list[grpc.aio.Channel] = []
-
-    def stub(server: A2AServer) -> Stub:
-        channel = grpc.aio.insecure_channel(server.grpc_target)
-        channels.append(channel)
-        return make_stub(channel)
-
-    yield stub
-    for channel in channels:
-        await channel.close()
-
-
 async def test_calls_latency_and_extensions_are_counted_by_method_code_and_uri(
-    start_server: StartServer, stub_for: Callable[[A2AServer], Stub]
+    start_server: StartServer, clients: Clients
 ) -> None:
     server = await start_server(card=EXTENSION_CARD)
-    stub = stub_for(server)
+    stub = clients.stub(server)
     both = (*V1, ("a2a-extensions", f"{REQUIRED}, {OPTIONAL}, {UNDECLARED}"))
     optional_only = (*V1, ("a2a-extensions", f"{OPTIONAL},{UNDECLARED}"))
     async with asyncio.timeout(TEST_SECONDS):
@@ -116,12 +101,10 @@ async def test_calls_latency_and_extensions_are_counted_by_method_code_and_uri(
     assert labelled(samples, "a2a_extension_refusals_total", "uri") == {REQUIRED}
 
 
-async def test_streams_events_and_task_states_move_as_a_task_runs(
-    start_server: StartServer, stub_for: Callable[[A2AServer], Stub]
-) -> None:
+async def test_streams_events_and_task_states_move_as_a_task_runs(start_server: StartServer, clients: Clients) -> None:
     agent = HeldAgent()
     server = await start_server(agent=agent)
-    stub = stub_for(server)
+    stub = clients.stub(server)
     try:
         async with asyncio.timeout(TEST_SECONDS):
             samples = await scrape(server)
@@ -183,10 +166,10 @@ async def webhook() -> AsyncIterator[Webhook]:
 
 
 async def test_push_deliveries_are_counted_delivered_retried_and_failed(
-    start_server: StartServer, stub_for: Callable[[A2AServer], Stub], webhook: Webhook
+    start_server: StartServer, clients: Clients, webhook: Webhook
 ) -> None:
     server = await start_server()
-    stub = stub_for(server)
+    stub = clients.stub(server)
     for path in ("/ok", "/flaky", "/gone"):
         configuration = a2a_pb2.SendMessageConfiguration()
         configuration.task_push_notification_config.url = webhook.base + path
@@ -207,12 +190,10 @@ async def test_push_deliveries_are_counted_delivered_retried_and_failed(
     await until(server, settled, f"the deliveries the webhook saw ({webhook.hits})")
 
 
-async def test_every_server_has_its_own_registry(
-    start_server: StartServer, stub_for: Callable[[A2AServer], Stub]
-) -> None:
+async def test_every_server_has_its_own_registry(start_server: StartServer, clients: Clients) -> None:
     busy, idle = await start_server(), await start_server()
     async with asyncio.timeout(TEST_SECONDS):
-        await stub_for(busy).SendMessage(send_request(), metadata=V1)
+        await clients.stub(busy).SendMessage(send_request(), metadata=V1)
         assert value(await scrape(busy), "a2a_calls_total", method="SendMessage", code="OK") == 1
         assert value(await scrape(idle), "a2a_calls_total", method="SendMessage", code="OK") == 0
 

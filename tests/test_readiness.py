@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import shlex
 import socket
 from collections.abc import AsyncIterator, Iterator
@@ -16,7 +15,7 @@ from typing import Any
 import grpc
 import pytest
 from agents import PacedAgent
-from conftest import V1, StartServer, send_request
+from conftest import V1, StartServer, send_request, started_cluster
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from rpc_helpers import TEST_SECONDS, make_stub
 
@@ -24,7 +23,7 @@ from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.protocol import SERVICE_NAME
 from a2a_grpc.server import LIVENESS_SERVICE, A2AServer, ServerSettings
 from a2a_grpc.store import MemoryStore, SqliteStore, StoreError
-from bench.pg_cluster import PgCluster, PostgresUnavailable, start_cluster
+from bench.pg_cluster import PgCluster
 
 SERVING = health_pb2.HealthCheckResponse.SERVING
 NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
@@ -200,12 +199,7 @@ async def test_the_stores_answer_the_readiness_check_while_open(tmp_path: Path) 
 def own_cluster() -> Iterator[PgCluster]:
     """A throwaway cluster of this test's own (the shared `postgres_server` must never be stopped); skipped
     without PostgreSQL like the other PostgreSQL tests, failed then when A2A_GRPC_REQUIRE_POSTGRES=1."""
-    try:
-        cluster = start_cluster()
-    except PostgresUnavailable as unavailable:
-        if os.environ.get("A2A_GRPC_REQUIRE_POSTGRES") == "1":
-            pytest.fail(f"{unavailable} (A2A_GRPC_REQUIRE_POSTGRES=1)", pytrace=False)
-        pytest.skip(str(unavailable))
+    cluster = started_cluster()
     try:
         yield cluster
     finally:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -33,13 +32,6 @@ from a2a_grpc.generated import a2a_pb2
 TaskState = a2a_pb2.TaskState
 FAILED_PRECONDITION = grpc.StatusCode.FAILED_PRECONDITION
 HOOK = DEAD_HOOK
-
-
-@pytest.fixture
-async def clients(start_server: StartServer) -> AsyncIterator[Clients]:
-    opened = Clients()
-    yield opened
-    await opened.close()
 
 
 async def serve(start_server: StartServer, clients: Clients, **options: Any) -> Stub:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -32,13 +31,6 @@ from a2a_grpc.generated import a2a_pb2
 TaskState = a2a_pb2.TaskState
 WORKING = TaskState.TASK_STATE_WORKING
 COMPLETED = TaskState.TASK_STATE_COMPLETED
-
-
-@pytest.fixture
-async def clients(start_server: StartServer) -> AsyncIterator[Clients]:
-    opened = Clients()
-    yield opened
-    await opened.close()
 
 
 def subscribe(stub: Stub, task_id: str) -> Any:

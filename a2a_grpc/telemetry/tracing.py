@@ -178,13 +178,7 @@ class ServerSpan:
             span.set_attribute("a2a.version", call.version)
             span.set_attribute("a2a.extensions.activated", call.activated_extensions)
         task_id, context_id = response_ids(response) if response is not None else ("", "")
-        task_id = task_id or outcome.details.get("taskId", "")
-        if task_id:
-            span.set_attribute("a2a.task_id", task_id)
-        if context_id:
-            span.set_attribute("a2a.context_id", context_id)
-        if events is not None:
-            span.set_attribute("a2a.stream.events", events)
+        _record_ids(span, task_id or outcome.details.get("taskId", ""), context_id, events)
         if outcome.reason:
             span.set_attribute("a2a.error.reason", outcome.reason)
         if code in SERVER_ERRORS:
@@ -281,12 +275,17 @@ class ClientSpan:
         span = self.span
         span.set_attribute("a2a.extensions.activated", activated)
         task_id, context_id = response_ids(response) if response is not None else ("", "")
-        if task_id:
-            span.set_attribute("a2a.task_id", task_id)
-        if context_id:
-            span.set_attribute("a2a.context_id", context_id)
-        if events is not None:
-            span.set_attribute("a2a.stream.events", events)
+        _record_ids(span, task_id, context_id, events)
+
+
+def _record_ids(span: Span, task_id: str, context_id: str, events: int | None) -> None:
+    """A call's task and context ids and a stream's event count, those that are known."""
+    if task_id:
+        span.set_attribute("a2a.task_id", task_id)
+    if context_id:
+        span.set_attribute("a2a.context_id", context_id)
+    if events is not None:
+        span.set_attribute("a2a.stream.events", events)
 
 
 def use_sdk_unless_configured() -> None:
