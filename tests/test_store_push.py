@@ -13,7 +13,7 @@ import pytest
 
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.store import MemoryStore, PostgresStore, SqliteStore, TaskStore
-from a2a_grpc.store.base import PushTarget, TaskEvent, TaskWrite
+from a2a_grpc.store.base import PushTarget, TaskEvent, TaskWrite, VersionConflictError
 
 OWNER = "alice"
 LONG_LEASE = 3600.0
@@ -91,6 +91,25 @@ async def test_delivered_0_makes_every_event_due(store: TaskStore) -> None:
     await tasks.create("t1", events=2)
     await store.put_push_config(OWNER, config("t1"), delivered=0)
     assert await store.claim_push_targets("a", LONG_LEASE, 10) == [PushTarget(OWNER, config("t1"), 0, 2)]
+
+
+async def test_a_create_stores_its_push_config_due_from_the_first_event(store: TaskStore) -> None:
+    task = a2a_pb2.Task(id="t1", context_id="ctx", status=a2a_pb2.TaskStatus(state=WORKING))
+    write = TaskWrite(
+        "t1", 1, owner=OWNER, task=task, events=[event("t1", 1), event("t1", 2)], push_config=config("t1")
+    )
+    await store.apply(write)
+    assert await store.get_push_config(OWNER, "t1", "c1") == config("t1")
+    assert await store.claim_push_targets("a", LONG_LEASE, 10, ["t1"]) == [PushTarget(OWNER, config("t1"), 0, 2)]
+
+
+async def test_a_create_that_fails_stores_no_push_config(store: TaskStore) -> None:
+    await Tasks(store).create("t1", events=1)
+    task = a2a_pb2.Task(id="t1", context_id="ctx", status=a2a_pb2.TaskStatus(state=WORKING))
+    again = TaskWrite("t1", 1, owner=OWNER, task=task, events=[event("t1", 1)], push_config=config("t1"))
+    with pytest.raises(VersionConflictError):
+        await store.apply(again)
+    assert await store.get_push_config(OWNER, "t1", "c1") is None
 
 
 async def test_claim_returns_the_due_configs_up_to_the_limit(store: TaskStore) -> None:

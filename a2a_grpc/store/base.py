@@ -76,6 +76,8 @@ class TaskWrite:
     and may carry several changes: the last status, the history messages and artifact chunks in order,
     and the events that describe them (numbered on from the task's last stored event). With
     `history_kept`, only the newest that many history messages stay stored once the write's are appended.
+    A create may carry the `push_config` sent with the task's first message: stored in the same transaction,
+    notified from the task's first event.
     """
 
     task_id: str
@@ -87,6 +89,7 @@ class TaskWrite:
     artifacts: list[tuple[a2a_pb2.Artifact, bool]] = field(default_factory=list)  # (chunk, append)
     events: list[TaskEvent] = field(default_factory=list)
     history_kept: int | None = None
+    push_config: a2a_pb2.TaskPushNotificationConfig | None = None
 
 
 @dataclass(slots=True)

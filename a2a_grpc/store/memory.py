@@ -146,6 +146,8 @@ class MemoryStore:
         self._log(entry, write.events)
         self._tasks[write.task_id] = entry
         self._by_owner.setdefault(write.owner, {})[write.task_id] = entry
+        if write.push_config is not None:
+            self._put_config(write.owner, write.push_config, 0)
         return _done(self._loop)
 
     def _log(self, entry: _Entry, events: list[TaskEvent]) -> None:
@@ -207,6 +209,9 @@ class MemoryStore:
     async def put_push_config(
         self, owner: str, config: a2a_pb2.TaskPushNotificationConfig, delivered: int | None = None
     ) -> None:
+        self._put_config(owner, config, delivered)
+
+    def _put_config(self, owner: str, config: a2a_pb2.TaskPushNotificationConfig, delivered: int | None) -> None:
         configs = self._configs.setdefault(config.task_id, {})
         existing = configs.get(config.id)
         if existing is None:

@@ -63,8 +63,12 @@ _RELEASE: Final = (
 
 
 async def put_config(
-    pool: asyncpg.Pool, owner: str, config: a2a_pb2.TaskPushNotificationConfig, delivered: int | None
+    pool: asyncpg.Pool | asyncpg.Connection,
+    owner: str,
+    config: a2a_pb2.TaskPushNotificationConfig,
+    delivered: int | None,
 ) -> None:
+    """Through the pool, or on a connection inside a transaction (the create of the config's task)."""
     if has_nul(owner, config.task_id, config.id):
         raise ValueError("a push config's owner, task id and id must not contain NUL")
     with translated():

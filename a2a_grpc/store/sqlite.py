@@ -143,7 +143,7 @@ class SqliteStore:
     async def put_push_config(
         self, owner: str, config: a2a_pb2.TaskPushNotificationConfig, delivered: int | None = None
     ) -> None:
-        await self._submit(push.put_config, (config.task_id, config.id, owner, config.SerializeToString(), delivered))
+        await self._submit(push.put_config, push.config_row(owner, config, delivered))
 
     async def get_push_config(
         self, owner: str, task_id: str, config_id: str

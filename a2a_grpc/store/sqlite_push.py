@@ -52,10 +52,15 @@ _RELEASE: Final = (
 )
 
 ClaimPayload: TypeAlias = tuple[str, float, int, Sequence[str] | None, int]
+# (task id, config id, owner, serialized config, cursor or None for the task's last event)
+ConfigRow: TypeAlias = tuple[str, str, str, bytes, int | None]
 
 
-def put_config(conn: sqlite3.Connection, payload: tuple[str, str, str, bytes, int | None]) -> None:
-    """payload: (task id, config id, owner, serialized config, cursor or None for the default)."""
+def config_row(owner: str, config: a2a_pb2.TaskPushNotificationConfig, delivered: int | None) -> ConfigRow:
+    return (config.task_id, config.id, owner, config.SerializeToString(), delivered)
+
+
+def put_config(conn: sqlite3.Connection, payload: ConfigRow) -> None:
     conn.execute(_PUT, payload)
 
 

@@ -12,6 +12,7 @@ from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.protocol import TERMINAL_STATES
 from a2a_grpc.store._codec import now_us, status_ts_us
 from a2a_grpc.store.base import TaskWrite, VersionConflictError
+from a2a_grpc.store.sqlite_push import ConfigRow, config_row, put_config
 from a2a_grpc.store.sqlite_reads import SELECT_CHUNKS, merge_chunks
 from a2a_grpc.store.sqlite_schema import TERMINAL_SQL
 
@@ -53,6 +54,7 @@ class PreparedWrite:
     context_id: str = ""
     created_us: int = 0
     history_kept: int | None = None
+    push_config: ConfigRow | None = None  # on a create: the config sent with the task's first message
 
     @property
     def seq(self) -> int:
@@ -90,6 +92,7 @@ def _prepare_create(write: TaskWrite) -> PreparedWrite:
         owner=write.owner,
         context_id=task.context_id,
         created_us=now_us(),
+        push_config=None if write.push_config is None else config_row(write.owner, write.push_config, 0),
     )
 
 
@@ -108,6 +111,8 @@ def _chunk(artifact: a2a_pb2.Artifact, append: bool) -> tuple[str, bool, bytes]:
 def apply_write(conn: sqlite3.Connection, write: PreparedWrite) -> None:
     if write.version == 1:
         _insert_task(conn, write)
+        if write.push_config is not None:
+            put_config(conn, write.push_config)
         history_seq = chunk_seq = 0
     else:
         _update_task(conn, write)

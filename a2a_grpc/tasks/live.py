@@ -64,6 +64,7 @@ class LiveTask:
         "last_write",
         "owner",
         "pending",
+        "push_config",
         "rebuild_after",
         "replaced",
         "run",
@@ -84,6 +85,7 @@ class LiveTask:
         self.subscribers: list[Subscriber] = []
         self.run: TaskRun | None = None
         self.pending: TaskWrite | None = None
+        self.push_config: a2a_pb2.TaskPushNotificationConfig | None = None  # stored with the task's create
         self.last_write: asyncio.Future[None] | None = None
         self.write_error: BaseException | None = None  # what callers got for the first write that failed
         self.artifact_bytes: int | None = None  # counted from the task's artifacts when first needed

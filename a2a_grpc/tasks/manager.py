@@ -177,6 +177,8 @@ class TaskManager:
         message = request.message
         created = not message.task_id
         live = self._create(message, call.owner) if created else await self._resume(message, call)
+        if created and request.configuration.HasField("task_push_notification_config"):
+            live.push_config = _first_push_config(request.configuration.task_push_notification_config, live)
         metadata = request.metadata if request.HasField("metadata") else None
         run = live.run = TaskRun(self._runs, live, RequestContext(message, live, call, metadata))
         if subscriber is not None:
@@ -308,3 +310,12 @@ class TaskManager:
         for live in self._tasks:
             counts[live.state] = counts.get(live.state, 0) + 1
         return counts
+
+
+def _first_push_config(
+    config: a2a_pb2.TaskPushNotificationConfig, live: LiveTask
+) -> a2a_pb2.TaskPushNotificationConfig:
+    """The config a message creating a task carries, made the task's: stored with the task's first write."""
+    config.task_id = live.task.id
+    config.id = config.id or new_id()
+    return config

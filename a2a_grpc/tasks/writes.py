@@ -131,6 +131,7 @@ class TaskWriter:
             write = live.pending = TaskWrite(live.task.id, live.version, owner=live.owner)
             if live.version == 1:
                 write.task = live.task  # a create: the task as it stands at the flush holds every change
+                write.push_config, live.push_config = live.push_config, None
             loop = self.loop
             live.last_write = loop.create_future()
             loop.call_soon(self._flush, live, run.trace if run is not None else None)
@@ -156,10 +157,11 @@ class TaskWriter:
             trace = live.run.trace
         span = trace.tracing.store_write(trace, write) if trace is not None else None
         stored = self.store.apply(write)
+        pushed = write.push_config is not None
         if stored.done():  # an in-memory store: no need to wait for another loop turn
-            self._stored(live, durable, stored, span)
+            self._stored(live, durable, stored, span, pushed)
         else:
-            stored.add_done_callback(lambda stored: self._stored(live, durable, stored, span))
+            stored.add_done_callback(lambda stored: self._stored(live, durable, stored, span, pushed))
 
     def _stored(
         self,
@@ -167,7 +169,9 @@ class TaskWriter:
         durable: asyncio.Future[None],
         stored: asyncio.Future[None],
         span: WriteSpan | None = None,
+        stored_push_config: bool = False,
     ) -> None:
+        """`stored_push_config`: the write created the task with a push config, which from now on is notified."""
         error = stored.exception()
         if span is not None:
             span.end(error)
@@ -175,6 +179,8 @@ class TaskWriter:
             error = self._write_failed(live, error)
         elif self._storage_full:
             self._storage_accepted()
+        if error is None and stored_push_config:
+            self._pushed.add(live.task.id)
         if error is None and live.task.id in self._pushed and self._on_push_due is not None:
             self._on_push_due(live.task.id)
             if live.state in TERMINAL_STATES:
