@@ -32,6 +32,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from google.protobuf import json_format
 from process import free_port
 from rpc_helpers import Stub, make_stub, rpc_error
+from test_agent_api import ReplyingAgent
 from test_push_guard import LoopbackOnlyConnector
 from test_readme import README, fenced_blocks
 from test_store_push import OWNER, Tasks, config
@@ -350,6 +351,39 @@ async def test_a_config_created_later_is_notified_from_the_next_event_on(
         logged = await event_log(stub, task.id)
     await no_more_requests(receiver, WRITER_EVENTS - 1)
     assert events_of(receiver.hits) == logged[1:]  # all but INPUT_REQUIRED, which came before the config
+
+
+async def test_a_config_sent_with_a_later_message_is_notified_from_the_first_event(
+    start_server: StartServer, receiver: Receiver
+) -> None:
+    server = await start_writer(start_server)
+    async with grpc.aio.insecure_channel(server.grpc_target) as channel:
+        stub = make_stub(channel)
+        task = await ask(stub)
+        configuration = a2a_pb2.SendMessageConfiguration(
+            task_push_notification_config=push_config(receiver.url("/hook"))
+        )
+        request = a2a_pb2.SendMessageRequest(message=message("calm", task.id), configuration=configuration)
+        await stub.SendMessage(request, metadata=V1, timeout=WAIT_SECONDS)
+        await receiver.wait_count("/hook", WRITER_EVENTS)
+        logged = await event_log(stub, task.id)
+    await no_more_requests(receiver, WRITER_EVENTS)
+    assert events_of(receiver.hits) == logged
+
+
+async def test_a_message_answered_with_a_message_stores_no_config_and_notifies_nothing(
+    start_server: StartServer, receiver: Receiver
+) -> None:
+    server = await start_server(agent=ReplyingAgent(), push=LOOPBACK_PUSH)
+    async with grpc.aio.insecure_channel(server.grpc_target) as channel:
+        configuration = a2a_pb2.SendMessageConfiguration(
+            task_push_notification_config=push_config(receiver.url("/hook"))
+        )
+        request = a2a_pb2.SendMessageRequest(message=message("hello"), configuration=configuration)
+        response = await make_stub(channel).SendMessage(request, metadata=V1, timeout=WAIT_SECONDS)
+    assert response.WhichOneof("payload") == "message"
+    await no_more_requests(receiver, 0)
+    assert await server.store.claim_push_targets("anyone", 60.0, 10) == []
 
 
 async def test_status_only_sends_no_artifact_updates(start_server: StartServer, receiver: Receiver) -> None:
