@@ -11,6 +11,7 @@ import pytest
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.store import SqliteStore, StoreError, TaskStore, VersionConflictError
 from a2a_grpc.store.base import LoadedTask, TaskEvent, TaskWrite
+from a2a_grpc.store.sqlite_schema import SCHEMA_VERSION as SQLITE_SCHEMA_VERSION
 
 OWNER = "alice"
 CONTEXT = "ctx-1"
@@ -221,7 +222,7 @@ async def test_sqlite_migrates_a_version_1_file(tmp_path: Path) -> None:
     finally:
         await store.close()
     with sqlite3.connect(path) as conn:
-        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(4,)]
+        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(SQLITE_SCHEMA_VERSION,)]
         assert conn.execute("SELECT name FROM sqlite_master WHERE name = 'tasks_final'").fetchall() == [
             ("tasks_final",)
         ]
@@ -236,7 +237,7 @@ async def test_sqlite_migrates_a_version_1_file(tmp_path: Path) -> None:
 
 async def test_sqlite_refuses_a_file_of_a_newer_schema(tmp_path: Path) -> None:
     path = tmp_path / "future.db"
-    write_version_1_file(path, schema_version=5)
+    write_version_1_file(path, schema_version=SQLITE_SCHEMA_VERSION + 1)
     with pytest.raises(StoreError, match="newer than this server"):
         await SqliteStore(path).open()
     with sqlite3.connect(path) as conn:

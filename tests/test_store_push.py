@@ -4,6 +4,7 @@ stored before them (schema version 2), and PostgreSQL replicas claiming at once.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sqlite3
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -12,13 +13,16 @@ import asyncpg  # type: ignore[import-untyped,unused-ignore]  # asyncpg is a tes
 import pytest
 
 from a2a_grpc.generated import a2a_pb2
-from a2a_grpc.store import MemoryStore, PostgresStore, SqliteStore, TaskStore
+from a2a_grpc.store import MemoryStore, PostgresStore, SqliteStore, TaskStore, postgres_push, sqlite_push
 from a2a_grpc.store.base import PushTarget, TaskEvent, TaskWrite, VersionConflictError
+from a2a_grpc.store.postgres_schema import SCHEMA_VERSION as POSTGRES_SCHEMA_VERSION
+from a2a_grpc.store.sqlite_schema import SCHEMA_VERSION as SQLITE_SCHEMA_VERSION
 
 OWNER = "alice"
 LONG_LEASE = 3600.0
 TINY_LEASE = 0.05
 WORKING = a2a_pb2.TASK_STATE_WORKING
+COMPLETED = a2a_pb2.TASK_STATE_COMPLETED
 
 
 @pytest.fixture(params=["memory", "sqlite", "postgresql"])
@@ -273,6 +277,84 @@ async def test_the_owner_and_the_config_travel_intact(store: TaskStore) -> None:
     assert await store.get_push_config("bob ☃", "t1", "ç-1") == full
 
 
+# -- a sweep reads only the configs that may still be due ------------------------------------------
+
+
+async def finish(tasks: Tasks, task_id: str) -> None:
+    """One more event: the task's COMPLETED status."""
+    tasks.versions[task_id] += 1
+    [done] = tasks._next(task_id, 1)
+    status = a2a_pb2.TaskStatus(state=COMPLETED)
+    update = a2a_pb2.TaskStatusUpdateEvent(task_id=task_id, status=status)
+    final = TaskEvent(done.seq, COMPLETED, a2a_pb2.StreamResponse(status_update=update).SerializeToString())
+    await tasks.store.apply(TaskWrite(task_id, tasks.versions[task_id], status=status, events=[final]))
+
+
+async def open_configs(store: TaskStore) -> set[tuple[str, str]]:
+    """The configs a sweep reads: all but those caught up with a final task (SQL: push_configs_open)."""
+    if isinstance(store, MemoryStore):
+        return {(task_id, config_id) for task_id in store._open for config_id in store._configs[task_id]}
+    query = "SELECT task_id, config_id FROM push_configs WHERE {}".format
+    if isinstance(store, SqliteStore):
+        with contextlib.closing(sqlite3.connect(store.path)) as conn:
+            return set(conn.execute(query("finished = 0")).fetchall())
+    assert isinstance(store, PostgresStore)
+    db = await asyncpg.connect(store.url)
+    try:
+        return {(row[0], row[1]) for row in await db.fetch(query("NOT finished"))}
+    finally:
+        await db.close()
+
+
+async def test_configs_caught_up_with_a_final_task_leave_the_sweep(store: TaskStore) -> None:
+    tasks = Tasks(store)
+    for task_id in ("done", "acked", "behind", "late", "replaced"):
+        await tasks.create(task_id, events=1)
+        await finish(tasks, task_id)
+    await tasks.create("running", events=1)
+    for task_id in ("done", "acked", "behind", "replaced"):
+        await store.put_push_config(OWNER, config(task_id), delivered=0)
+    await store.put_push_config(OWNER, config("late"))  # its cursor starts at the final event
+    await store.put_push_config(OWNER, config("running"))  # caught up, but more may come
+    claimed = await store.claim_push_targets("a", LONG_LEASE, 10, ["done", "acked", "replaced"])
+    assert len(claimed) == 3
+    await store.release_push("done", "c1", "a", delivered=2)
+    await store.release_push("replaced", "c1", "a", delivered=2)
+    assert await store.ack_push("acked", "c1", 2, "a", LONG_LEASE)
+    assert await open_configs(store) == {("behind", "c1"), ("running", "c1")}
+
+    await store.put_push_config(OWNER, config("replaced"), delivered=0)  # notified of everything again
+    await tasks.append("running")
+    assert await open_configs(store) == {("behind", "c1"), ("running", "c1"), ("replaced", "c1")}
+    assert keys(await store.claim_push_targets("b", LONG_LEASE, 10)) == {
+        ("behind", "c1", 0, 2),
+        ("replaced", "c1", 0, 2),
+        ("running", "c1", 1, 2),
+    }
+
+
+async def test_sqlite_sweeps_through_the_index_of_open_configs(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "t.db")
+    await store.open()
+    await store.close()
+    with contextlib.closing(sqlite3.connect(tmp_path / "t.db")) as conn:
+        plan = conn.execute(f"EXPLAIN QUERY PLAN {sqlite_push._DUE}", (0, 10)).fetchall()
+    assert "SCAN p USING INDEX push_configs_open" in [row[3] for row in plan]
+
+
+async def test_postgres_sweeps_through_the_index_of_open_configs(postgres_url: str) -> None:
+    store = PostgresStore(postgres_url, pool_size=1)
+    await store.open()
+    await store.close()
+    db = await asyncpg.connect(postgres_url)
+    try:
+        await db.execute("SET enable_seqscan = off")  # on an empty table the planner would rather scan it
+        plan = await db.fetch(f"EXPLAIN {postgres_push._CLAIM_ALL}", "a", 30.0, 10)
+    finally:
+        await db.close()
+    assert "push_configs_open" in "\n".join(row[0] for row in plan)
+
+
 # -- migration of configs stored by schema version 2 -----------------------------------------------
 
 # The SQLite schema of version 2, as the store created it before push cursors.
@@ -335,15 +417,19 @@ async def test_sqlite_migrates_version_2_configs_to_their_tasks_last_event(tmp_p
         conn.executemany("INSERT INTO task_events VALUES (?, ?, ?, ?)", [astuple("t1", s) for s in range(1, 6)])
         conn.execute(_V2_CONFIG, ("t1", "c1", OWNER, config("t1").SerializeToString()))
         conn.execute(_V2_CONFIG, ("later", "c1", OWNER, config("later").SerializeToString()))
+        done = a2a_pb2.TaskStatus(state=COMPLETED).SerializeToString()
+        conn.execute(_V2_TASK, ("done", OWNER, COMPLETED, done, 2))
+        conn.execute(_V2_CONFIG, ("done", "c1", OWNER, config("done").SerializeToString()))
     conn.close()
     store = SqliteStore(path)
     await store.open()
     try:
         await expect_migrated_configs(store)
+        assert ("done", "c1") not in await open_configs(store)  # caught up with its final task
     finally:
         await store.close()
     with sqlite3.connect(path) as conn:
-        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(4,)]
+        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(SQLITE_SCHEMA_VERSION,)]
     conn.close()
 
 
@@ -425,16 +511,21 @@ async def test_postgres_migrates_version_2_configs_to_their_tasks_last_event(pos
             "INSERT INTO tasks VALUES ($1, $2, 'ctx', $3, 1, 3, $4, NULL, 1, 5, NULL)", "t1", OWNER, WORKING, status
         )
         await db.executemany("INSERT INTO task_events VALUES ($1, $2, $3, $4)", [astuple("t1", s) for s in range(1, 6)])
-        for task_id in ("t1", "later"):
+        done = a2a_pb2.TaskStatus(state=COMPLETED).SerializeToString()
+        await db.execute(
+            "INSERT INTO tasks VALUES ($1, $2, 'ctx', $3, 1, 3, $4, NULL, 1, 2, NULL)", "done", OWNER, COMPLETED, done
+        )
+        for task_id in ("t1", "later", "done"):
             blob = config(task_id).SerializeToString()
             await db.execute("INSERT INTO push_configs VALUES ($1, 'c1', $2, $3)", task_id, OWNER, blob)
         store = PostgresStore(postgres_url, pool_size=2)
         await store.open()
         try:
             await expect_migrated_configs(store)
+            assert ("done", "c1") not in await open_configs(store)  # caught up with its final task
         finally:
             await store.close()
-        assert await db.fetch("SELECT version FROM schema_version") == [(4,)]
+        assert await db.fetch("SELECT version FROM schema_version") == [(POSTGRES_SCHEMA_VERSION,)]
     finally:
         await db.close()
 

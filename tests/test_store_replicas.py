@@ -17,6 +17,7 @@ from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.store import PostgresStore, TaskWrite, VersionConflictError
 from a2a_grpc.store.base import LoadedTask, SharedStore, TaskEvent
 from a2a_grpc.store.postgres_replicas import listener_name
+from a2a_grpc.store.postgres_schema import SCHEMA_VERSION as POSTGRES_SCHEMA_VERSION
 
 pytestmark = pytest.mark.filterwarnings("error")
 
@@ -270,7 +271,7 @@ async def test_a_version_1_database_migrates_on_open(postgres_url: str, db: asyn
     store = PostgresStore(postgres_url, pool_size=2)
     await store.open()
     try:
-        assert await db.fetch("SELECT version FROM schema_version") == [(4,)]
+        assert await db.fetch("SELECT version FROM schema_version") == [(POSTGRES_SCHEMA_VERSION,)]
         task = a2a_pb2.Task(id="t1", context_id="ctx", status=status, history=[a2a_pb2.Message()])
         assert await store.load_task("t1", OWNER) == LoadedTask(task, 4, 0)
         assert await store.expired_runs(LONG_LEASE) == [("t1", OWNER)]  # run by a version 1 server: no runner
@@ -284,4 +285,4 @@ async def test_a_version_1_database_migrates_on_open(postgres_url: str, db: asyn
     reopened = PostgresStore(postgres_url, pool_size=2)
     await reopened.open()  # at the current version: nothing to migrate
     await reopened.close()
-    assert await db.fetch("SELECT version FROM schema_version") == [(4,)]
+    assert await db.fetch("SELECT version FROM schema_version") == [(POSTGRES_SCHEMA_VERSION,)]

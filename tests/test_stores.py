@@ -32,6 +32,8 @@ from a2a_grpc.store import (
     VersionConflictError,
     open_store,
 )
+from a2a_grpc.store.postgres_schema import SCHEMA_VERSION as POSTGRES_SCHEMA_VERSION
+from a2a_grpc.store.sqlite_schema import SCHEMA_VERSION as SQLITE_SCHEMA_VERSION
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 OWNER = "alice"
@@ -466,7 +468,7 @@ async def test_sqlite_survives_reopen(tmp_path: Path) -> None:
 async def test_sqlite_settings(sqlite_store: SqliteStore) -> None:
     with sqlite3.connect(sqlite_store.path) as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(4,)]
+        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(SQLITE_SCHEMA_VERSION,)]
 
 
 async def test_sqlite_group_commit(sqlite_store: SqliteStore) -> None:
@@ -685,7 +687,7 @@ async def test_postgres_replicas_share_one_database(postgres_url: str) -> None:
         assert (loaded[0].status.state, loaded[1]) == (WORKING, 2)
         assert await second.running_tasks() == [("t1", OWNER)]
         pool = first._pool()
-        assert await pool.fetch("SELECT version FROM schema_version") == [(4,)]
+        assert await pool.fetch("SELECT version FROM schema_version") == [(POSTGRES_SCHEMA_VERSION,)]
     finally:
         await asyncio.gather(first.close(), second.close())
 

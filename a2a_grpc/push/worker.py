@@ -67,7 +67,7 @@ class PushWorker:
         self._more: set[tuple[str, str]] = set()  # couriers whose task stored events after their last read
         self._waiting: dict[tuple[str, str], PushTarget] = {}  # claimed while their courier was still ending
         self._due: set[str] = set()  # tasks woken since the last claim
-        self._next_sweep = 0.0  # time.monotonic() of the next claim over every config
+        self._next_sweep = 0.0  # time.monotonic() of the next claim over every config that may be due
         # The last claim took as many webhooks as there were free couriers: more may be due, so a courier
         # that ends wakes the claim loop (else the rest would wait for the next sweep, `couriers` per sweep).
         self._claim_full = False

@@ -103,6 +103,8 @@ class MemoryStore:
         self._tasks: dict[str, _Entry] = {}
         self._by_owner: dict[str, dict[str, _Entry]] = {}
         self._configs: dict[str, dict[str, _Config]] = {}  # task id -> config id -> config
+        # Tasks with a config that may still be due (not caught up with a final task): what a sweep reads.
+        self._open: set[str] = set()
 
     async def open(self) -> None:
         pass
@@ -135,6 +137,8 @@ class MemoryStore:
         for chunk, append in write.artifacts:
             compaction.apply_artifact(entry, chunk, append)
         self._log(entry, write.events)
+        if write.events and write.task_id in self._configs:
+            self._open.add(write.task_id)
         return _done(self._loop)
 
     def _create(self, write: TaskWrite) -> asyncio.Future[None]:
@@ -148,6 +152,8 @@ class MemoryStore:
         self._by_owner.setdefault(write.owner, {})[write.task_id] = entry
         if write.push_config is not None:
             self._put_config(write.owner, write.push_config, 0)
+        elif write.task_id in self._configs:
+            self._settle(write.task_id)
         return _done(self._loop)
 
     def _log(self, entry: _Entry, events: list[TaskEvent]) -> None:
@@ -217,10 +223,11 @@ class MemoryStore:
         if existing is None:
             cursor = self._seq(config.task_id) if delivered is None else delivered
             configs[config.id] = _Config(owner, _copy(config), cursor)
-            return
-        existing.owner, existing.config = owner, _copy(config)
-        if delivered is not None:
-            existing.delivered = delivered
+        else:
+            existing.owner, existing.config = owner, _copy(config)
+            if delivered is not None:
+                existing.delivered = delivered
+        self._settle(config.task_id)
 
     async def get_push_config(
         self, owner: str, task_id: str, config_id: str
@@ -252,6 +259,7 @@ class MemoryStore:
         del configs[config_id]
         if not configs:
             del self._configs[task_id]
+        self._settle(task_id)
         return True
 
     async def claim_push_targets(
@@ -264,7 +272,7 @@ class MemoryStore:
     ) -> list[PushTarget]:
         now = time.monotonic()
         targets: list[PushTarget] = []
-        for task_id in self._configs if task_ids is None else task_ids:
+        for task_id in self._open if task_ids is None else task_ids:
             latest = self._seq(task_id)
             for found in self._configs.get(task_id, {}).values():
                 if len(targets) >= limit:
@@ -281,6 +289,7 @@ class MemoryStore:
             return False
         found.delivered = max(found.delivered, seq)
         found.claimed_until = time.monotonic() + lease_seconds
+        self._settle(task_id)
         return True
 
     async def release_push(self, task_id: str, config_id: str, claimer: str, delivered: int | None = None) -> None:
@@ -289,6 +298,20 @@ class MemoryStore:
             found.claimed_by = None
             if delivered is not None:
                 found.delivered = max(found.delivered, delivered)
+                self._settle(task_id)
+
+    def _settle(self, task_id: str) -> None:
+        """Keep the task among those a sweep reads while a config of it may still be due."""
+        entry = self._tasks.get(task_id)
+        configs = self._configs.get(task_id)
+        if configs and (
+            entry is None
+            or entry.state not in TERMINAL_STATES
+            or any(found.delivered < entry.seq for found in configs.values())
+        ):
+            self._open.add(task_id)
+        else:
+            self._open.discard(task_id)
 
     def _config(self, task_id: str, config_id: str) -> _Config | None:
         return self._configs.get(task_id, {}).get(config_id)

@@ -15,16 +15,25 @@ from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.store._codec import encode_config_cursor
 from a2a_grpc.store.base import InvalidPageTokenError, PushTarget
 from a2a_grpc.store.postgres_common import has_nul, row_count, translated
+from a2a_grpc.store.postgres_schema import TERMINAL_SQL
 
 if TYPE_CHECKING:
     import asyncpg
 
+
+def _finished_at(cursor: str) -> str:
+    """SQL: whether a config of task $1 with the cursor `cursor` is finished (caught up with a final task)."""
+    return f"COALESCE((SELECT t.state IN {TERMINAL_SQL} AND t.seq <= {cursor} FROM tasks t WHERE t.id = $1), false)"
+
+
 # The cursor of a new config defaults to its task's last event, read by the same statement.
+_PUT_CURSOR: Final = "COALESCE($5::bigint, (SELECT seq FROM tasks WHERE id = $1), 0)"
 _PUT: Final = (
-    "INSERT INTO push_configs (task_id, config_id, owner, blob, delivered)"
-    " VALUES ($1, $2, $3, $4, COALESCE($5::bigint, (SELECT seq FROM tasks WHERE id = $1), 0))"
+    "INSERT INTO push_configs (task_id, config_id, owner, blob, delivered, finished)"
+    f" VALUES ($1, $2, $3, $4, {_PUT_CURSOR}, {_finished_at(_PUT_CURSOR)})"
     " ON CONFLICT (task_id, config_id) DO UPDATE"
-    " SET owner = excluded.owner, blob = excluded.blob, delivered = COALESCE($5::bigint, push_configs.delivered)"
+    " SET owner = excluded.owner, blob = excluded.blob, delivered = COALESCE($5::bigint, push_configs.delivered),"
+    f" finished = {_finished_at('COALESCE($5::bigint, push_configs.delivered)')}"
 )
 _GET: Final = "SELECT blob FROM push_configs WHERE task_id = $1 AND config_id = $2 AND owner = $3"
 _LIST: Final = (
@@ -33,15 +42,15 @@ _LIST: Final = (
 )
 _DELETE: Final = "DELETE FROM push_configs WHERE task_id = $1 AND config_id = $2 AND owner = $3"
 # A config is due when its task's last event is past its cursor: a comparison across two tables, which no
-# index serves, so a sweep reads configs and their tasks until it has `limit` due ones (all of them when few
-# are due): fine for thousands of configs; a claim of named tasks reads only their configs, by key. SKIP
+# index serves, so a sweep reads open configs (push_configs_open: not caught up with a final task) and their
+# tasks until it has `limit` due ones; a claim of named tasks reads only their configs, by key. SKIP
 # LOCKED passes over the configs another replica is claiming right now; one it claimed after this statement
 # began is re-read once locked, and found claimed.
 _CLAIM: Final = """
 WITH due AS (
     SELECT p.task_id, p.config_id, t.seq AS latest
     FROM push_configs p JOIN tasks t ON t.id = p.task_id
-    WHERE {tasks}t.seq > p.delivered AND (p.claimed_until IS NULL OR p.claimed_until < now())
+    WHERE {tasks}NOT p.finished AND t.seq > p.delivered AND (p.claimed_until IS NULL OR p.claimed_until < now())
     LIMIT $3
     FOR UPDATE OF p SKIP LOCKED
 )
@@ -52,12 +61,14 @@ RETURNING p.owner, p.blob, p.delivered, due.latest
 _CLAIM_ALL: Final = _CLAIM.format(tasks="")
 _CLAIM_OF_TASKS: Final = _CLAIM.format(tasks="p.task_id = ANY($4::text[]) AND ")
 _ACK: Final = (
-    "UPDATE push_configs SET delivered = GREATEST(delivered, $3), claimed_until = now() + make_interval(secs => $5)"
+    "UPDATE push_configs SET delivered = GREATEST(delivered, $3), claimed_until = now() + make_interval(secs => $5),"
+    f" finished = {_finished_at('GREATEST(push_configs.delivered, $3)')}"
     " WHERE task_id = $1 AND config_id = $2 AND claimed_by = $4"
 )
 # GREATEST ignores a NULL: without a cursor, the cursor stays.
 _RELEASE: Final = (
-    "UPDATE push_configs SET delivered = GREATEST(delivered, $4::bigint), claimed_by = NULL, claimed_until = NULL"
+    "UPDATE push_configs SET delivered = GREATEST(delivered, $4::bigint), claimed_by = NULL, claimed_until = NULL,"
+    f" finished = {_finished_at('GREATEST(push_configs.delivered, $4::bigint)')}"
     " WHERE task_id = $1 AND config_id = $2 AND claimed_by = $3"
 )
 

@@ -19,7 +19,7 @@ from a2a_grpc.store.base import StoreError
 if TYPE_CHECKING:
     import asyncpg
 
-SCHEMA_VERSION: Final = 4
+SCHEMA_VERSION: Final = 5
 # The key of the advisory lock that makes one replica at a time create or migrate the schema.
 SCHEMA_LOCK_KEY: Final = 0x613261_67727063
 # Written inline, not as a parameter, so that the planner matches the partial index `tasks_running`.
@@ -95,6 +95,14 @@ ALTER TABLE push_configs ADD COLUMN IF NOT EXISTS claimed_until TIMESTAMPTZ;
 UPDATE push_configs p SET delivered = t.seq FROM tasks t WHERE t.id = p.task_id;
 """
 _SCHEMA_V4: Final = f"CREATE INDEX IF NOT EXISTS tasks_final ON tasks (status_ts_us) WHERE state IN {TERMINAL_SQL};"
+# Push configs that may still have events to deliver: all but those caught up with a final task, which gets no
+# more events. The sweep for due configs reads these alone, however many finished ones pile up.
+_SCHEMA_V5: Final = f"""
+ALTER TABLE push_configs ADD COLUMN IF NOT EXISTS finished BOOLEAN NOT NULL DEFAULT false;
+UPDATE push_configs p SET finished = true FROM tasks t
+    WHERE t.id = p.task_id AND t.state IN {TERMINAL_SQL} AND t.seq <= p.delivered AND NOT p.finished;
+CREATE INDEX IF NOT EXISTS push_configs_open ON push_configs (task_id, config_id) WHERE NOT finished;
+"""
 _LOCK_SCHEMA: Final = "SELECT pg_advisory_xact_lock($1)"
 _SCHEMA_VERSION: Final = "SELECT MAX(version) FROM schema_version"
 _SET_SCHEMA_VERSION: Final = f"DELETE FROM schema_version; INSERT INTO schema_version VALUES ({SCHEMA_VERSION})"
@@ -110,5 +118,5 @@ async def create_schema(conn: asyncpg.Connection) -> None:
             return
         if version is not None and version > SCHEMA_VERSION:
             raise StoreError(f"database schema version {version} is newer than this server ({SCHEMA_VERSION})")
-        await conn.execute(_SCHEMA_V1 + _SCHEMA_V2 + _SCHEMA_V3 + _SCHEMA_V4)
+        await conn.execute(_SCHEMA_V1 + _SCHEMA_V2 + _SCHEMA_V3 + _SCHEMA_V4 + _SCHEMA_V5)
         await conn.execute(_SET_SCHEMA_VERSION)

@@ -17,13 +17,22 @@ from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.store._codec import encode_config_cursor, now_us
 from a2a_grpc.store.base import EVENT_PAGE_BYTES, EventsPrunedError, PushTarget, TaskEvent
 from a2a_grpc.store.sqlite_reads import read_events
+from a2a_grpc.store.sqlite_schema import TERMINAL_SQL
+
+
+def _finished_at(cursor: str) -> str:
+    """SQL: whether a config of task ?1 with the cursor `cursor` is finished (caught up with a final task)."""
+    return f"COALESCE((SELECT t.state IN {TERMINAL_SQL} AND t.seq <= {cursor} FROM tasks t WHERE t.id = ?1), 0)"
+
 
 # The cursor of a new config defaults to its task's last event, read by the same statement.
+_PUT_CURSOR: Final = "COALESCE(?5, (SELECT seq FROM tasks WHERE id = ?1), 0)"
 _PUT: Final = (
-    "INSERT INTO push_configs (task_id, config_id, owner, blob, delivered)"
-    " VALUES (?1, ?2, ?3, ?4, COALESCE(?5, (SELECT seq FROM tasks WHERE id = ?1), 0))"
+    "INSERT INTO push_configs (task_id, config_id, owner, blob, delivered, finished)"
+    f" VALUES (?1, ?2, ?3, ?4, {_PUT_CURSOR}, {_finished_at(_PUT_CURSOR)})"
     " ON CONFLICT (task_id, config_id) DO UPDATE"
-    " SET owner = excluded.owner, blob = excluded.blob, delivered = COALESCE(?5, delivered)"
+    " SET owner = excluded.owner, blob = excluded.blob, delivered = COALESCE(?5, delivered),"
+    f" finished = {_finished_at('COALESCE(?5, push_configs.delivered)')}"
 )
 _DELETE: Final = "DELETE FROM push_configs WHERE task_id = ? AND config_id = ? AND owner = ?"
 _GET: Final = "SELECT blob FROM push_configs WHERE task_id = ? AND config_id = ? AND owner = ?"
@@ -32,23 +41,25 @@ _LIST: Final = (
     " AND (? IS NULL OR config_id > ?) ORDER BY config_id LIMIT ?"
 )
 # A config is due when its task's last event is past its cursor: a comparison across two tables, which no
-# index serves. So a sweep reads every config (and its task's row, by primary key) until it has `limit`
-# due ones: fine for thousands of configs. A claim of named tasks reads only their configs, by key.
+# index serves. So a sweep reads every open config (push_configs_open: not caught up with a final task) and
+# its task's row, by primary key, until it has `limit` due ones. A claim of named tasks reads their configs, by key.
 _DUE_COLUMNS: Final = (
     "SELECT p.task_id, p.config_id, p.owner, p.blob, p.delivered, t.seq"
     " FROM push_configs p JOIN tasks t ON t.id = p.task_id"
 )
-_DUE_NOW: Final = "t.seq > p.delivered AND (p.claimed_until_us IS NULL OR p.claimed_until_us < ?1)"
+_DUE_NOW: Final = "p.finished = 0 AND t.seq > p.delivered AND (p.claimed_until_us IS NULL OR p.claimed_until_us < ?1)"
 _DUE: Final = f"{_DUE_COLUMNS} WHERE {_DUE_NOW} LIMIT ?2"
 _DUE_OF_TASK: Final = f"{_DUE_COLUMNS} WHERE p.task_id = ?3 AND {_DUE_NOW} LIMIT ?2"
 _CLAIM: Final = "UPDATE push_configs SET claimed_by = ?, claimed_until_us = ? WHERE task_id = ? AND config_id = ?"
 _ACK: Final = (
-    "UPDATE push_configs SET delivered = MAX(delivered, ?), claimed_until_us = ?"
-    " WHERE task_id = ? AND config_id = ? AND claimed_by = ?"
+    "UPDATE push_configs SET delivered = MAX(delivered, ?4), claimed_until_us = ?5,"
+    f" finished = {_finished_at('MAX(push_configs.delivered, ?4)')}"
+    " WHERE task_id = ?1 AND config_id = ?2 AND claimed_by = ?3"
 )
 _RELEASE: Final = (
     "UPDATE push_configs SET delivered = MAX(delivered, COALESCE(?4, delivered)), claimed_by = NULL,"
-    " claimed_until_us = NULL WHERE task_id = ?1 AND config_id = ?2 AND claimed_by = ?3"
+    f" claimed_until_us = NULL, finished = {_finished_at('MAX(push_configs.delivered, COALESCE(?4, push_configs.delivered))')}"
+    " WHERE task_id = ?1 AND config_id = ?2 AND claimed_by = ?3"
 )
 
 ClaimPayload: TypeAlias = tuple[str, float, int, Sequence[str] | None, int]
@@ -114,7 +125,7 @@ def ack(conn: sqlite3.Connection, payload: tuple[str, str, int, str, float]) -> 
     """payload: (task id, config id, delivered event, claimer, lease in seconds)."""
     task_id, config_id, seq, claimer, lease_seconds = payload
     until = now_us() + _micros(lease_seconds)
-    return conn.execute(_ACK, (seq, until, task_id, config_id, claimer)).rowcount > 0
+    return conn.execute(_ACK, (task_id, config_id, claimer, seq, until)).rowcount > 0
 
 
 def release(conn: sqlite3.Connection, payload: tuple[str, str, str, int | None]) -> None:

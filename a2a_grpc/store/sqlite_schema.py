@@ -13,7 +13,7 @@ from typing import Final
 from a2a_grpc.protocol import TERMINAL_STATES
 from a2a_grpc.store.base import StoreError
 
-SCHEMA_VERSION: Final = 4
+SCHEMA_VERSION: Final = 5
 # Written inline, the same in the index and in the queries, so that SQLite matches the partial index.
 TERMINAL_SQL: Final = f"({', '.join(str(int(state)) for state in sorted(TERMINAL_STATES))})"
 
@@ -27,6 +27,12 @@ _TASK_EVENTS: Final = """CREATE TABLE IF NOT EXISTS task_events (
 
 # Final tasks by status time, for pruning their event logs: a task enters it once, as it becomes final.
 _TASKS_FINAL: Final = f"CREATE INDEX IF NOT EXISTS tasks_final ON tasks (status_ts_us) WHERE state IN {TERMINAL_SQL}"
+
+# Push configs that may still have events to deliver: all but those caught up with a final task, which gets no
+# more events. The sweep for due configs reads these alone, however many finished ones pile up.
+_PUSH_CONFIGS_OPEN: Final = (
+    "CREATE INDEX IF NOT EXISTS push_configs_open ON push_configs (task_id, config_id) WHERE finished = 0"
+)
 
 _SCHEMA: Final = (
     """CREATE TABLE IF NOT EXISTS tasks (
@@ -69,8 +75,10 @@ _SCHEMA: Final = (
         delivered INTEGER NOT NULL DEFAULT 0,
         claimed_by TEXT,
         claimed_until_us INTEGER,
+        finished INTEGER NOT NULL DEFAULT 0,
         PRIMARY KEY (task_id, config_id)
     ) WITHOUT ROWID""",
+    _PUSH_CONFIGS_OPEN,
 )
 
 # _MIGRATIONS[n] takes a file from schema version n to n + 1.
@@ -85,6 +93,12 @@ _MIGRATIONS: Final[dict[int, tuple[str, ...]]] = {
         "UPDATE push_configs SET delivered = COALESCE((SELECT seq FROM tasks WHERE tasks.id = push_configs.task_id), 0)",
     ),
     3: (_TASKS_FINAL,),
+    4: (
+        "ALTER TABLE push_configs ADD COLUMN finished INTEGER NOT NULL DEFAULT 0",
+        "UPDATE push_configs SET finished = 1 WHERE EXISTS (SELECT 1 FROM tasks t WHERE t.id = push_configs.task_id"
+        f" AND t.state IN {TERMINAL_SQL} AND t.seq <= push_configs.delivered)",
+        _PUSH_CONFIGS_OPEN,
+    ),
 }
 
 
