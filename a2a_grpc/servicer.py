@@ -106,13 +106,11 @@ class A2AServicer:
         if violations:
             raise InvalidRequestError(f"invalid extension data at {violations[0][0]}", violations=violations)
 
-    async def _put_send_push_config(
-        self, request: a2a_pb2.SendMessageRequest, run: TaskRun, call: CallContext, continued: bool
-    ) -> None:
-        """Store the request's push config for the task it `continued` (a new task stores it with its first
-        write, and a reply has no task)."""
+    async def _put_send_push_config(self, request: a2a_pb2.SendMessageRequest, run: TaskRun, call: CallContext) -> None:
+        """Store the request's push config for the task the message continues (a new task stores it with its
+        first write)."""
         configuration = request.configuration
-        if continued and configuration.HasField("task_push_notification_config"):
+        if not run.created and configuration.HasField("task_push_notification_config"):
             config = configuration.task_push_notification_config
             config.task_id = run.task_id
             await self.manager.put_push_config(config, call, from_start=True)
@@ -120,9 +118,8 @@ class A2AServicer:
     async def SendMessage(self, request: a2a_pb2.SendMessageRequest, call: CallContext, context: Context) -> bytes:
         """Answers a SendMessageResponse, already encoded (see a2a_grpc.encoding)."""
         await self._accept_send(request, call)
-        continued = bool(request.message.task_id)
         run = await self.manager.submit(request, call)
-        await self._put_send_push_config(request, run, call, continued)
+        await self._put_send_push_config(request, run, call)
         configuration = request.configuration
         if not configuration.return_immediately:
             await run.settled
@@ -136,7 +133,6 @@ class A2AServicer:
     ) -> StreamEvents:
         self._require_streaming()
         await self._accept_send(request, call)
-        continued = bool(request.message.task_id)
         subscriber = self.manager.new_subscriber(close_on_interrupt=True)
         run = await self.manager.submit(request, call, subscriber)
         try:
@@ -147,7 +143,7 @@ class A2AServicer:
             snapshot = run.snapshot
             assert snapshot is not None  # taken when the task was shown, since this stream subscribed
             await run.durable()
-            await self._put_send_push_config(request, run, call, continued)
+            await self._put_send_push_config(request, run, call)
             first = task_view(snapshot, _history_length(request.configuration))
             async for event in _stream(first, run.snapshot_seq, subscriber, call):
                 yield event

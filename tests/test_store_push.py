@@ -14,7 +14,7 @@ import pytest
 
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.store import MemoryStore, PostgresStore, SqliteStore, TaskStore, postgres_push, sqlite_push
-from a2a_grpc.store.base import PushTarget, TaskEvent, TaskWrite, VersionConflictError
+from a2a_grpc.store.base import PushTarget, StoreError, TaskEvent, TaskWrite
 from a2a_grpc.store.postgres_schema import SCHEMA_VERSION as POSTGRES_SCHEMA_VERSION
 from a2a_grpc.store.sqlite_schema import SCHEMA_VERSION as SQLITE_SCHEMA_VERSION
 
@@ -33,6 +33,21 @@ def unopened_store(request: pytest.FixtureRequest, tmp_path: Path) -> TaskStore:
     if request.param == "sqlite":
         return SqliteStore(tmp_path / "t.db")
     return PostgresStore(request.getfixturevalue("postgres_url"))
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def unopened_durable_store(request: pytest.FixtureRequest, tmp_path: Path) -> TaskStore:
+    """A store whose writes are transactions (synchronous, as `unopened_store`)."""
+    if request.param == "sqlite":
+        return SqliteStore(tmp_path / "t.db")
+    return PostgresStore(request.getfixturevalue("postgres_url"))
+
+
+@pytest.fixture
+async def durable_store(unopened_durable_store: TaskStore) -> AsyncIterator[TaskStore]:
+    await unopened_durable_store.open()
+    yield unopened_durable_store
+    await unopened_durable_store.close()
 
 
 @pytest.fixture
@@ -98,22 +113,22 @@ async def test_delivered_0_makes_every_event_due(store: TaskStore) -> None:
 
 
 async def test_a_create_stores_its_push_config_due_from_the_first_event(store: TaskStore) -> None:
-    task = a2a_pb2.Task(id="t1", context_id="ctx", status=a2a_pb2.TaskStatus(state=WORKING))
-    write = TaskWrite(
-        "t1", 1, owner=OWNER, task=task, events=[event("t1", 1), event("t1", 2)], push_config=config("t1")
-    )
-    await store.apply(write)
+    completed = a2a_pb2.TaskStatus(state=COMPLETED)
+    task = a2a_pb2.Task(id="t1", context_id="ctx", status=completed)
+    events = [event("t1", 1), TaskEvent(2, COMPLETED, b"")]
+    await store.apply(TaskWrite("t1", 1, owner=OWNER, task=task, events=events, push_config=config("t1")))
     assert await store.get_push_config(OWNER, "t1", "c1") == config("t1")
-    assert await store.claim_push_targets("a", LONG_LEASE, 10, ["t1"]) == [PushTarget(OWNER, config("t1"), 0, 2)]
+    assert await open_configs(store) == {("t1", "c1")}  # final, but not caught up
+    assert await store.claim_push_targets("a", LONG_LEASE, 10) == [PushTarget(OWNER, config("t1"), 0, 2)]
 
 
-async def test_a_create_that_fails_stores_no_push_config(store: TaskStore) -> None:
-    await Tasks(store).create("t1", events=1)
+async def test_a_create_that_fails_stores_neither_the_task_nor_its_push_config(durable_store: TaskStore) -> None:
     task = a2a_pb2.Task(id="t1", context_id="ctx", status=a2a_pb2.TaskStatus(state=WORKING))
-    again = TaskWrite("t1", 1, owner=OWNER, task=task, events=[event("t1", 1)], push_config=config("t1"))
-    with pytest.raises(VersionConflictError):
-        await store.apply(again)
-    assert await store.get_push_config(OWNER, "t1", "c1") is None
+    twice = [event("t1", 1), event("t1", 1)]  # the second breaks the event log's key, after the config is in
+    with pytest.raises(StoreError):
+        await durable_store.apply(TaskWrite("t1", 1, owner=OWNER, task=task, events=twice, push_config=config("t1")))
+    assert await durable_store.get_push_config(OWNER, "t1", "c1") is None
+    assert await durable_store.load_task("t1", OWNER) is None
 
 
 async def test_claim_returns_the_due_configs_up_to_the_limit(store: TaskStore) -> None:
@@ -528,6 +543,68 @@ async def test_postgres_migrates_version_2_configs_to_their_tasks_last_event(pos
         assert await db.fetch("SELECT version FROM schema_version") == [(POSTGRES_SCHEMA_VERSION,)]
     finally:
         await db.close()
+
+
+# -- migration from schema version 4 (before `finished`) -------------------------------------------
+
+DOWN_TO_VERSION_4 = (
+    "DROP INDEX push_configs_open",
+    "ALTER TABLE push_configs DROP COLUMN finished",
+    "UPDATE schema_version SET version = 4",
+)
+
+
+async def expect_cursors_kept_through_version_5(store: TaskStore) -> None:
+    """Before the migration: t1 at event 5, its config c1 delivered up to event 2; "done" final and caught up."""
+    assert keys(await store.claim_push_targets("a", LONG_LEASE, 10)) == {("t1", "c1", 2, 5)}
+    assert await open_configs(store) == {("t1", "c1")}
+
+
+async def version_4_tasks(store: TaskStore) -> None:
+    tasks = Tasks(store)
+    await tasks.create("t1", events=5)
+    await store.put_push_config(OWNER, config("t1"), delivered=2)
+    await tasks.create("done", events=1)
+    await finish(tasks, "done")
+    await store.put_push_config(OWNER, config("done"), delivered=0)
+    await store.claim_push_targets("a", LONG_LEASE, 10, ["done"])
+    await store.release_push("done", "c1", "a", delivered=2)
+
+
+async def test_sqlite_migrates_version_4_configs_keeping_their_cursors(tmp_path: Path) -> None:
+    path = tmp_path / "v4.db"
+    store = SqliteStore(path)
+    await store.open()
+    await version_4_tasks(store)
+    await store.close()
+    with contextlib.closing(sqlite3.connect(path)) as conn, conn:
+        for statement in DOWN_TO_VERSION_4:
+            conn.execute(statement)
+    store = SqliteStore(path)
+    await store.open()
+    try:
+        await expect_cursors_kept_through_version_5(store)
+    finally:
+        await store.close()
+
+
+async def test_postgres_migrates_version_4_configs_keeping_their_cursors(postgres_url: str) -> None:
+    store = PostgresStore(postgres_url, pool_size=2)
+    await store.open()
+    await version_4_tasks(store)
+    await store.close()
+    db = await asyncpg.connect(postgres_url)
+    try:
+        for statement in DOWN_TO_VERSION_4:
+            await db.execute(statement)
+    finally:
+        await db.close()
+    store = PostgresStore(postgres_url, pool_size=2)
+    await store.open()
+    try:
+        await expect_cursors_kept_through_version_5(store)
+    finally:
+        await store.close()
 
 
 # -- PostgreSQL: replicas claiming at once ---------------------------------------------------------

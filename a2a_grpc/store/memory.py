@@ -152,8 +152,6 @@ class MemoryStore:
         self._by_owner.setdefault(write.owner, {})[write.task_id] = entry
         if write.push_config is not None:
             self._put_config(write.owner, write.push_config, 0)
-        elif write.task_id in self._configs:
-            self._settle(write.task_id)
         return _done(self._loop)
 
     def _log(self, entry: _Entry, events: list[TaskEvent]) -> None:
@@ -227,7 +225,7 @@ class MemoryStore:
             existing.owner, existing.config = owner, _copy(config)
             if delivered is not None:
                 existing.delivered = delivered
-        self._settle(config.task_id)
+        self._update_open(config.task_id)
 
     async def get_push_config(
         self, owner: str, task_id: str, config_id: str
@@ -259,7 +257,7 @@ class MemoryStore:
         del configs[config_id]
         if not configs:
             del self._configs[task_id]
-        self._settle(task_id)
+        self._update_open(task_id)
         return True
 
     async def claim_push_targets(
@@ -289,7 +287,7 @@ class MemoryStore:
             return False
         found.delivered = max(found.delivered, seq)
         found.claimed_until = time.monotonic() + lease_seconds
-        self._settle(task_id)
+        self._update_open(task_id)
         return True
 
     async def release_push(self, task_id: str, config_id: str, claimer: str, delivered: int | None = None) -> None:
@@ -298,9 +296,9 @@ class MemoryStore:
             found.claimed_by = None
             if delivered is not None:
                 found.delivered = max(found.delivered, delivered)
-                self._settle(task_id)
+                self._update_open(task_id)
 
-    def _settle(self, task_id: str) -> None:
+    def _update_open(self, task_id: str) -> None:
         """Keep the task among those a sweep reads while a config of it may still be due."""
         entry = self._tasks.get(task_id)
         configs = self._configs.get(task_id)

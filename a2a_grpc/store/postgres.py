@@ -233,7 +233,7 @@ class PostgresStore:
     async def put_push_config(
         self, owner: str, config: a2a_pb2.TaskPushNotificationConfig, delivered: int | None = None
     ) -> None:
-        await push.put_config(self._pool(), owner, config, delivered)
+        await push.put_config(self._pool(), push.config_row(owner, config, delivered))
 
     async def get_push_config(
         self, owner: str, task_id: str, config_id: str

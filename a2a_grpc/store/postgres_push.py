@@ -9,7 +9,7 @@ database's clock, which every replica shares.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, TypeAlias
 
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.store._codec import encode_config_cursor
@@ -73,17 +73,20 @@ _RELEASE: Final = (
 )
 
 
-async def put_config(
-    pool: asyncpg.Pool | asyncpg.Connection,
-    owner: str,
-    config: a2a_pb2.TaskPushNotificationConfig,
-    delivered: int | None,
-) -> None:
-    """Through the pool, or on a connection inside a transaction (the create of the config's task)."""
+# (task id, config id, owner, serialized config, cursor or None for the task's last event)
+ConfigRow: TypeAlias = tuple[str, str, str, bytes, int | None]
+
+
+def config_row(owner: str, config: a2a_pb2.TaskPushNotificationConfig, delivered: int | None) -> ConfigRow:
     if has_nul(owner, config.task_id, config.id):
         raise ValueError("a push config's owner, task id and id must not contain NUL")
+    return (config.task_id, config.id, owner, config.SerializeToString(), delivered)
+
+
+async def put_config(pool: asyncpg.Pool | asyncpg.Connection, row: ConfigRow) -> None:
+    """Through the pool, or on a connection inside a transaction (the create of the config's task)."""
     with translated():
-        await pool.execute(_PUT, config.task_id, config.id, owner, config.SerializeToString(), delivered)
+        await pool.execute(_PUT, *row)
 
 
 async def get_config(

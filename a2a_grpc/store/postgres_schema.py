@@ -6,7 +6,9 @@ log (`task_events`, with the last event's number in `tasks.seq`) and what replic
 per live replica) and `cancel_requests`. Tasks a version 1 server left running have no runner, so they
 count as expired runs. Version 3 adds each push config's cursor into its task's event log (`delivered`)
 and its claim (`claimed_by`, `claimed_until`); configs stored before start at their task's last event.
-Version 4 indexes final tasks by status time (`tasks_final`), for pruning their event logs.
+Version 4 indexes final tasks by status time (`tasks_final`), for pruning their event logs. Version 5 marks
+the push configs caught up with a final task (`finished`) and indexes the others (`push_configs_open`), which
+are all the sweep for due notifications reads. A database is migrated from its version one step at a time.
 """
 
 from __future__ import annotations
@@ -103,6 +105,8 @@ UPDATE push_configs p SET finished = true FROM tasks t
     WHERE t.id = p.task_id AND t.state IN {TERMINAL_SQL} AND t.seq <= p.delivered AND NOT p.finished;
 CREATE INDEX IF NOT EXISTS push_configs_open ON push_configs (task_id, config_id) WHERE NOT finished;
 """
+# _STEPS[n] takes a database from schema version n to n + 1 (0: a new database).
+_STEPS: Final = (_SCHEMA_V1, _SCHEMA_V2, _SCHEMA_V3, _SCHEMA_V4, _SCHEMA_V5)
 _LOCK_SCHEMA: Final = "SELECT pg_advisory_xact_lock($1)"
 _SCHEMA_VERSION: Final = "SELECT MAX(version) FROM schema_version"
 _SET_SCHEMA_VERSION: Final = f"DELETE FROM schema_version; INSERT INTO schema_version VALUES ({SCHEMA_VERSION})"
@@ -118,5 +122,5 @@ async def create_schema(conn: asyncpg.Connection) -> None:
             return
         if version is not None and version > SCHEMA_VERSION:
             raise StoreError(f"database schema version {version} is newer than this server ({SCHEMA_VERSION})")
-        await conn.execute(_SCHEMA_V1 + _SCHEMA_V2 + _SCHEMA_V3 + _SCHEMA_V4 + _SCHEMA_V5)
+        await conn.execute("".join(_STEPS[version or 0 :]))
         await conn.execute(_SET_SCHEMA_VERSION)

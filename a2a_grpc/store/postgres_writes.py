@@ -18,7 +18,7 @@ from a2a_grpc.protocol import RUNNING_STATES, TERMINAL_STATES
 from a2a_grpc.store._codec import now_us, status_ts_us
 from a2a_grpc.store.base import TaskWrite, VersionConflictError
 from a2a_grpc.store.postgres_common import has_nul, row_count
-from a2a_grpc.store.postgres_push import put_config
+from a2a_grpc.store.postgres_push import ConfigRow, config_row, put_config
 from a2a_grpc.store.postgres_schema import EVENTS_CHANNEL, RUNNING_SQL
 
 if TYPE_CHECKING:
@@ -86,7 +86,7 @@ class PreparedWrite:
     metadata: bytes | None = None  # the task's metadata, on a create
     created_us: int = 0
     history_kept: int | None = None
-    push_config: a2a_pb2.TaskPushNotificationConfig | None = None  # on a create, stored with the task
+    push_config: ConfigRow | None = None  # on a create: the config sent with the task's first message
 
     @property
     def last_seq(self) -> int | None:
@@ -133,7 +133,7 @@ def _prepare_create(write: TaskWrite, writer: str) -> PreparedWrite:
         context_id=task.context_id,
         metadata=task.metadata.SerializeToString() if task.HasField("metadata") else None,
         created_us=now_us(),
-        push_config=write.push_config,
+        push_config=None if write.push_config is None else config_row(write.owner, write.push_config, 0),
     )
     _add_chunks(prepared, [(artifact, False) for artifact in task.artifacts])
     return prepared
@@ -156,7 +156,7 @@ async def apply_write(conn: asyncpg.Connection, write: PreparedWrite) -> None:
     if write.version == 1:
         await _insert_task(conn, write)
         if write.push_config is not None:
-            await put_config(conn, write.owner, write.push_config, 0)
+            await put_config(conn, write.push_config)
     else:
         await _update_task(conn, write)
     if write.history:

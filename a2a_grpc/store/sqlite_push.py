@@ -56,10 +56,10 @@ _ACK: Final = (
     f" finished = {_finished_at('MAX(push_configs.delivered, ?4)')}"
     " WHERE task_id = ?1 AND config_id = ?2 AND claimed_by = ?3"
 )
+_RELEASED_CURSOR: Final = "MAX(push_configs.delivered, COALESCE(?4, push_configs.delivered))"
 _RELEASE: Final = (
-    "UPDATE push_configs SET delivered = MAX(delivered, COALESCE(?4, delivered)), claimed_by = NULL,"
-    f" claimed_until_us = NULL, finished = {_finished_at('MAX(push_configs.delivered, COALESCE(?4, push_configs.delivered))')}"
-    " WHERE task_id = ?1 AND config_id = ?2 AND claimed_by = ?3"
+    f"UPDATE push_configs SET delivered = {_RELEASED_CURSOR}, claimed_by = NULL, claimed_until_us = NULL,"
+    f" finished = {_finished_at(_RELEASED_CURSOR)} WHERE task_id = ?1 AND config_id = ?2 AND claimed_by = ?3"
 )
 
 ClaimPayload: TypeAlias = tuple[str, float, int, Sequence[str] | None, int]

@@ -133,8 +133,8 @@ class TaskManager:
         self, config: a2a_pb2.TaskPushNotificationConfig, call: CallContext, *, from_start: bool = False
     ) -> a2a_pb2.TaskPushNotificationConfig:
         """Create or replace a config of a task the caller sees; a config without an id gets one. It is
-        notified of the task's events from now on, or `from_start` of every one (a config sent with the
-        message that created the task, stored once the task is shown)."""
+        notified of the task's events from now on, or `from_start` of every one (a config sent with a message
+        continuing the task; one sent with the message creating it is stored with the task's first write)."""
         task = await self.get_task(config.task_id, call)
         config.id = config.id or new_id()
         final = task.status.state in TERMINAL_STATES
@@ -180,7 +180,7 @@ class TaskManager:
         if created and request.configuration.HasField("task_push_notification_config"):
             live.push_config = _first_push_config(request.configuration.task_push_notification_config, live)
         metadata = request.metadata if request.HasField("metadata") else None
-        run = live.run = TaskRun(self._runs, live, RequestContext(message, live, call, metadata))
+        run = live.run = TaskRun(self._runs, live, RequestContext(message, live, call, metadata), created=created)
         if subscriber is not None:
             subscriber.attach(self._tasks.log(live), live.seq, live.seq)
             live.subscribers.append(subscriber)

@@ -28,6 +28,7 @@ class TaskRun:
         "_runs",
         "cancelling",
         "context",
+        "created",
         "live",
         "opened",
         "reply",
@@ -38,11 +39,12 @@ class TaskRun:
         "trace",
     )
 
-    def __init__(self, runs: AgentRuns, live: LiveTask, context: RequestContext) -> None:
+    def __init__(self, runs: AgentRuns, live: LiveTask, context: RequestContext, *, created: bool) -> None:
         loop = runs.loop
         self._runs = runs
         self.live = live
         self.context = context
+        self.created = created  # the message created the task (else it continues one)
         self.opened: asyncio.Future[a2a_pb2.Message | None] = loop.create_future()
         self.settled: asyncio.Future[None] = loop.create_future()
         self.runner: asyncio.Task[None] | None = None

@@ -157,21 +157,21 @@ class TaskWriter:
             trace = live.run.trace
         span = trace.tracing.store_write(trace, write) if trace is not None else None
         stored = self.store.apply(write)
-        pushed = write.push_config is not None
+        created_pushed = write.push_config is not None
         if stored.done():  # an in-memory store: no need to wait for another loop turn
-            self._stored(live, durable, stored, span, pushed)
+            self._stored(live, durable, stored, span, created_pushed)
         else:
-            stored.add_done_callback(lambda stored: self._stored(live, durable, stored, span, pushed))
+            stored.add_done_callback(lambda stored: self._stored(live, durable, stored, span, created_pushed))
 
     def _stored(
         self,
         live: LiveTask,
         durable: asyncio.Future[None],
         stored: asyncio.Future[None],
-        span: WriteSpan | None = None,
-        stored_push_config: bool = False,
+        span: WriteSpan | None,
+        created_pushed: bool,
     ) -> None:
-        """`stored_push_config`: the write created the task with a push config, which from now on is notified."""
+        """`created_pushed`: the write created the task with a push config, which from now on is notified."""
         error = stored.exception()
         if span is not None:
             span.end(error)
@@ -179,7 +179,7 @@ class TaskWriter:
             error = self._write_failed(live, error)
         elif self._storage_full:
             self._storage_accepted()
-        if error is None and stored_push_config:
+        if error is None and created_pushed:
             self._pushed.add(live.task.id)
         if error is None and live.task.id in self._pushed and self._on_push_due is not None:
             self._on_push_due(live.task.id)
