@@ -341,7 +341,7 @@ def add_auth_arguments(serve: argparse.ArgumentParser) -> None:
         "--jwt-issuer",
         default=_env("JWT_ISSUER", None),
         help="the iss a JWT must carry; comma-join several [A2A_GRPC_JWT_ISSUER] (default: none; required with JWTs, "
-        "except for a card's OpenID Connect scheme, whose discovery names it)",
+        "except for a card's OpenID Connect or OAuth 2.0 scheme whose discovery document names it)",
     )
     serve.add_argument(
         "--jwt-audience",

@@ -149,6 +149,7 @@ class JwksServer:
     document: dict[str, Any] = field(default_factory=lambda: {"keys": []})
     fetches: list[float] = field(default_factory=list)
     discovery_url: str = ""
+    metadata_url: str = ""  # the same document as RFC 8414 OAuth 2.0 authorization server metadata
     discovery: dict[str, Any] = field(default_factory=dict)  # issuer ISSUER, jwks_uri `url`
     discovery_fetches: int = 0
 
@@ -159,7 +160,8 @@ class JwksServer:
 @asynccontextmanager
 async def serve_jwks(ca: CA, *keys: SigningKey) -> AsyncIterator[JwksServer]:
     """A JWKS over HTTPS on 127.0.0.1, with a certificate `ca` issued (clients must trust `ca`), and the OpenID
-    Connect discovery document of its issuer, ISSUER, at `discovery_url`."""
+    Connect discovery document of its issuer, ISSUER, at `discovery_url` (and as OAuth 2.0 authorization server
+    metadata at `metadata_url`)."""
     issued = ca.issue("127.0.0.1", ips=["127.0.0.1"], server=True)
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     with tempfile.TemporaryDirectory() as directory:  # ssl loads a chain from files only
@@ -177,12 +179,14 @@ async def serve_jwks(ca: CA, *keys: SigningKey) -> AsyncIterator[JwksServer]:
     app = web.Application()
     app.router.add_get("/.well-known/jwks.json", jwks)
     app.router.add_get("/.well-known/openid-configuration", discovery)
+    app.router.add_get("/.well-known/oauth-authorization-server", discovery)
     runner = web.AppRunner(app)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=context)
     await site.start()
     origin = f"https://127.0.0.1:{runner.addresses[0][1]}"
     server.url, server.discovery_url = f"{origin}/.well-known/jwks.json", f"{origin}/.well-known/openid-configuration"
+    server.metadata_url = f"{origin}/.well-known/oauth-authorization-server"
     server.discovery = {"issuer": ISSUER, "jwks_uri": server.url, "id_token_signing_alg_values_supported": ["RS256"]}
     server.publish(*keys)
     try:

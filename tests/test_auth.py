@@ -643,10 +643,49 @@ async def test_a_rotation_of_the_discovered_key_set_is_picked_up(
         assert withdrawn.value.code() == UNAUTHENTICATED
 
 
+def oauth_card(metadata_url: str) -> dict[str, Any]:
+    """A card whose one scheme is an OAuth 2.0 scheme naming its authorization server's metadata (RFC 8414)."""
+    flows = {"clientCredentials": {"tokenUrl": f"{ISSUER}/token", "scopes": {"a2a.write": "send messages"}}}
+    oauth = {"oauth2SecurityScheme": {"flows": flows, "oauth2MetadataUrl": metadata_url}}
+    return {
+        **BASE_CARD,
+        "securitySchemes": {"oauth": oauth},
+        "securityRequirements": [{"schemes": {"oauth": {"list": ["a2a.write"]}}}],
+    }
+
+
+async def test_an_oauth2_scheme_is_verified_with_the_server_its_metadata_names(
+    start_server: StartServer, jwks: JwksServer, connect: Callable[..., Stub]
+) -> None:
+    async with asyncio.timeout(TEST_SECONDS):
+        server = await start_server(card=oauth_card(jwks.metadata_url), auth=audience_only())
+        assert (jwks.discovery_fetches, len(jwks.fetches)) == (1, 1), "the metadata read, then the key set fetched"
+        stub = connect(server)
+        await stub.ListTasks(a2a_pb2.ListTasksRequest(), metadata=bearer(jwt_for("alice", scope="a2a.write")))
+        refused = {
+            UNAUTHENTICATED: [jwt_for(iss="https://evil.test", scope="a2a.write"), jwt_for(aud="x", scope="a2a.write")],
+            PERMISSION_DENIED: [jwt_for("alice", scope="a2a.read")],
+        }
+        for code, tokens in refused.items():
+            for token in tokens:
+                with pytest.raises(grpc.aio.AioRpcError) as refusal:
+                    await stub.ListTasks(a2a_pb2.ListTasksRequest(), metadata=bearer(token))
+                assert refusal.value.code() == code
+        served = await http_card(server)
+        assert served["securitySchemes"] == oauth_card(jwks.metadata_url)["securitySchemes"], "no jwt scheme added"
+
+
+def test_an_oauth2_scheme_with_metadata_but_no_audience_is_refused(tmp_path: Path) -> None:
+    url = "https://issuer.test/.well-known/oauth-authorization-server"
+    card = write_card(tmp_path, "card.json", oauth_card(url))
+    with pytest.raises(CardError, match=rf"security scheme 'oauth' \(OAuth 2.0, {url}\) needs --jwt-audience"):
+        A2AServer(ServerSettings(card_path=card, store_url="memory", auth=AuthSettings()))
+
+
 @pytest.mark.parametrize(
     ("discovery", "refusal"),
     [
-        (None, "cannot fetch the OpenID Connect discovery document"),
+        (None, "cannot fetch the discovery document"),
         ({"jwks_uri": "http://127.0.0.1:9/jwks.json"}, "names no https jwks_uri"),
         ({"jwks_uri": None}, "names no https jwks_uri"),
         ({"issuer": None}, "names no issuer"),

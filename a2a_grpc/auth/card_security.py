@@ -16,8 +16,9 @@ Which verifier checks a declared scheme:
   httpAuthSecurityScheme, scheme Bearer, other bearerFormat    the static tokens (--auth-token)
   apiKeySecurityScheme, location header                        the API keys (--api-keys), in header `name`
   mtlsSecurityScheme                                           the TLS client certificate
-Without --jwt-jwks-url and --jwt-key, an openIdConnectSecurityScheme's JWTs are verified with the keys and the
-issuer its openIdConnectUrl discovers (at start-up), and the audience of --jwt-audience.
+Without --jwt-jwks-url and --jwt-key, the JWTs of an openIdConnectSecurityScheme (or of an oauth2SecurityScheme
+with an oauth2MetadataUrl, RFC 8414) are verified with the keys and the issuer that its URL's document names (read
+at start-up), and the audience of --jwt-audience.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ TOKEN, JWT, API_KEY, MTLS = "bearer token", "JWT", "API key", "mutual TLS"
 NEEDS = {
     TOKEN: "--auth-token",
     JWT: "--jwt-jwks-url or --jwt-key (with --jwt-issuer and --jwt-audience), or an OpenID Connect scheme's "
-    "openIdConnectUrl and --jwt-audience",
+    "openIdConnectUrl (an OAuth 2.0 scheme's oauth2MetadataUrl) and --jwt-audience",
     API_KEY: "--api-keys",
     MTLS: "a TLS listener with a client CA (--tls-client-ca)",
 }
@@ -126,14 +127,21 @@ def _scheme(name: str, declared: a2a_pb2.SecurityScheme, verifiers: Verifiers) -
     )
 
 
+def _discovery(declared: a2a_pb2.SecurityScheme) -> tuple[str, str]:
+    """The kind of provider a token scheme names and the URL of its discovery document ("" when none)."""
+    if declared.HasField("oauth2_security_scheme"):
+        return "OAuth 2.0", declared.oauth2_security_scheme.oauth2_metadata_url
+    return "OpenID Connect", declared.open_id_connect_security_scheme.open_id_connect_url
+
+
 def _jwt_verifier(name: str, declared: a2a_pb2.SecurityScheme, verifiers: Verifiers) -> JwtVerifier | None:
-    """The --jwt-* verifier, else that of the provider an OpenID Connect scheme's URL discovers (None: neither)."""
-    discovery_url = declared.open_id_connect_security_scheme.open_id_connect_url
+    """The --jwt-* verifier, else that of the provider the scheme's discovery URL names (None: neither)."""
+    provider, discovery_url = _discovery(declared)
     if verifiers.jwt is not None or not discovery_url:
         return verifiers.jwt
     if verifiers.discovery is None or not verifiers.discovery.audiences:
         raise CardError(
-            f"security scheme {name!r} (OpenID Connect, {printable_url(discovery_url)}) needs --jwt-audience: "
+            f"security scheme {name!r} ({provider}, {printable_url(discovery_url)}) needs --jwt-audience: "
             "the discovery document names the keys and the issuer, not the audience a token must name"
         )
     try:

@@ -11,8 +11,9 @@ issuer withdrew stops verifying), and again when a token names a kid it lacks: a
 per-call path stays a dictionary lookup. HTTPS only, with the system's trust store, which the environment's
 SSL_CERT_FILE (and SSL_CERT_DIR) extends; no redirects; a timeout; at most MAX_JWKS_BYTES.
 
-A key set may instead be discovered (DiscoveredJwks): the OpenID Connect discovery document at a URL the card
-names is fetched the same way at start-up, and names the key set's URL (https) and the issuer.
+A key set may instead be discovered (DiscoveredJwks): the discovery document at a URL the card names (an OpenID
+Connect discovery document, or RFC 8414 OAuth 2.0 authorization server metadata: the same two fields) is fetched
+the same way at start-up, and names the key set's URL (https) and the issuer.
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ class JwksError(ValueError):
 
 
 class DiscoveryError(OSError):
-    """An OpenID Connect discovery document that could not be fetched or used: the server does not start."""
+    """A discovery document that could not be fetched or used: the server does not start."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -305,9 +306,9 @@ class OpenIdProvider:
 
 
 async def discover(url: str, context: ssl.SSLContext, timeout_seconds: float) -> OpenIdProvider:
-    """The issuer and the key set's URL that the OpenID Connect discovery document at `url` names;
+    """The issuer and the key set's URL (`issuer`, `jwks_uri`) that the discovery document at `url` names;
     DiscoveryError, naming `url`, when it cannot be had or does not name both (the key set's over https)."""
-    where = f"OpenID Connect discovery document {printable_url(url)}"
+    where = f"discovery document {printable_url(url)}"
     try:
         document = await fetch_jwks(url, context, timeout_seconds)
     except JwksError as error:
@@ -323,14 +324,14 @@ async def discover(url: str, context: ssl.SSLContext, timeout_seconds: float) ->
 
 
 class DiscoveredJwks(JwksCache):
-    """The key set of the OpenID provider whose discovery document is at `discovery_url`: `discover` reads the
-    document, which names the key set's `url`; then it is a JwksCache like any other (`start` after `discover`)."""
+    """The key set of the provider whose discovery document is at `discovery_url`: `discover` reads the document,
+    which names the key set's `url`; then it is a JwksCache like any other (`start` after `discover`)."""
 
     def __init__(
         self, discovery_url: str, *, timeout_seconds: float, refresh_seconds: float, min_refetch_seconds: float
     ) -> None:
         if not is_https(discovery_url):
-            raise JwksError(f"the OpenID Connect discovery URL {printable_url(discovery_url)} is not https")
+            raise JwksError(f"the discovery URL {printable_url(discovery_url)} is not https")
         super().__init__(
             discovery_url,  # until `discover` has read the key set's
             timeout_seconds=timeout_seconds,
@@ -344,5 +345,5 @@ class DiscoveredJwks(JwksCache):
         assert self._context is not None  # an https URL has one
         provider = await discover(self.discovery_url, self._context, self._timeout)
         self.url = provider.jwks_uri
-        log.info("OpenID Connect discovery: issuer %s, JWKS %s", provider.issuer, printable_url(provider.jwks_uri))
+        log.info("discovered issuer %s, JWKS %s", provider.issuer, printable_url(provider.jwks_uri))
         return provider

@@ -13,7 +13,8 @@ from a2a_grpc.auth.tokens import DEFAULT_LEEWAY_SECONDS, JwtVerifier
 class JwtSettings:
     """JWT access tokens: the keys from `jwks_url` (HTTPS) or `key_path` (a PEM public key or a JWKS file),
     and the `iss` and `aud` a token must carry (one of each list). Without `jwks_url` and `key_path`, the
-    card's OpenID Connect schemes name the keys and the issuer (`issuers`, when set, replaces the latter)."""
+    card's OpenID Connect and OAuth 2.0 schemes' discovery documents name the keys and the issuer (`issuers`,
+    when set, replaces the latter)."""
 
     jwks_url: str | None = None
     key_path: str | None = None
@@ -44,7 +45,7 @@ class Verifiers:
     api_keys: HashedSecrets | None = None
     jwt: JwtVerifier | None = None
     mtls: bool = False
-    discovery: JwtSettings | None = None  # JWT settings without keys: an OpenID Connect scheme's URL names them
+    discovery: JwtSettings | None = None  # JWT settings without keys: a scheme's discovery document names them
     # the verifier of each discovery URL a scheme of the card names, with its key set
     discovered: dict[str, tuple[JwtVerifier, DiscoveredJwks]] = field(default_factory=dict)
 
@@ -65,7 +66,7 @@ class Verifiers:
         )
 
     def discovered_verifier(self, discovery_url: str) -> JwtVerifier:
-        """The verifier of the tokens of the OpenID provider whose discovery document is at `discovery_url`
+        """The verifier of the tokens of the provider whose discovery document is at `discovery_url`
         (`start` reads it); JwksError when the URL is not https. Needs `discovery` settings with audiences."""
         if discovery_url not in self.discovered:
             assert self.discovery is not None
@@ -83,7 +84,7 @@ class Verifiers:
         return self.discovered[discovery_url][0]
 
     async def start(self) -> None:
-        """Read the OpenID Connect discovery documents (DiscoveryError, an OSError naming the URL, when one
+        """Read the discovery documents (DiscoveryError, an OSError naming the URL, when one
         cannot be used: nothing is left running), then fetch the key sets and keep them current."""
         for verifier, discovered in self.discovered.values():
             provider = await discovered.discover()
