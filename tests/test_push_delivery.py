@@ -181,25 +181,30 @@ def message(text: str, task_id: str = "") -> a2a_pb2.Message:
     )
 
 
-async def ask(stub: Stub, config: a2a_pb2.TaskPushNotificationConfig | None = None) -> a2a_pb2.Task:
-    """The writer's first turn (the topic), with `config` in the request: the task, waiting for a tone."""
+async def send(
+    stub: Stub, sent: a2a_pb2.Message, config: a2a_pb2.TaskPushNotificationConfig | None = None
+) -> a2a_pb2.SendMessageResponse:
+    """SendMessage of `sent`, with `config` in the request."""
     configuration = a2a_pb2.SendMessageConfiguration()
     if config is not None:
         configuration.task_push_notification_config.CopyFrom(config)
-    request = a2a_pb2.SendMessageRequest(message=message("the sea"), configuration=configuration)
-    response = await stub.SendMessage(request, metadata=V1, timeout=WAIT_SECONDS)
+    request = a2a_pb2.SendMessageRequest(message=sent, configuration=configuration)
+    response: a2a_pb2.SendMessageResponse = await stub.SendMessage(request, metadata=V1, timeout=WAIT_SECONDS)
+    return response
+
+
+async def ask(stub: Stub, config: a2a_pb2.TaskPushNotificationConfig | None = None) -> a2a_pb2.Task:
+    """The writer's first turn (the topic), with `config` in the request: the task, waiting for a tone."""
+    response = await send(stub, message("the sea"), config)
     assert response.task.status.state == a2a_pb2.TASK_STATE_INPUT_REQUIRED
-    task: a2a_pb2.Task = response.task
-    return task
+    return response.task
 
 
-async def answer(stub: Stub, task_id: str) -> a2a_pb2.Task:
-    """The writer's second turn (the tone): the task, COMPLETED."""
-    request = a2a_pb2.SendMessageRequest(message=message("calm", task_id))
-    response = await stub.SendMessage(request, metadata=V1, timeout=WAIT_SECONDS)
+async def answer(stub: Stub, task_id: str, config: a2a_pb2.TaskPushNotificationConfig | None = None) -> a2a_pb2.Task:
+    """The writer's second turn (the tone), with `config` in the request: the task, COMPLETED."""
+    response = await send(stub, message("calm", task_id), config)
     assert response.task.status.state == a2a_pb2.TASK_STATE_COMPLETED
-    task: a2a_pb2.Task = response.task
-    return task
+    return response.task
 
 
 async def event_log(stub: Stub, task_id: str) -> list[a2a_pb2.StreamResponse]:
@@ -360,11 +365,7 @@ async def test_a_config_sent_with_a_later_message_is_notified_from_the_first_eve
     async with grpc.aio.insecure_channel(server.grpc_target) as channel:
         stub = make_stub(channel)
         task = await ask(stub)
-        configuration = a2a_pb2.SendMessageConfiguration(
-            task_push_notification_config=push_config(receiver.url("/hook"))
-        )
-        request = a2a_pb2.SendMessageRequest(message=message("calm", task.id), configuration=configuration)
-        await stub.SendMessage(request, metadata=V1, timeout=WAIT_SECONDS)
+        await answer(stub, task.id, push_config(receiver.url("/hook")))
         await receiver.wait_count("/hook", WRITER_EVENTS)
         logged = await event_log(stub, task.id)
     await no_more_requests(receiver, WRITER_EVENTS)
@@ -376,11 +377,7 @@ async def test_a_message_answered_with_a_message_stores_no_config_and_notifies_n
 ) -> None:
     server = await start_server(agent=ReplyingAgent(), push=LOOPBACK_PUSH)
     async with grpc.aio.insecure_channel(server.grpc_target) as channel:
-        configuration = a2a_pb2.SendMessageConfiguration(
-            task_push_notification_config=push_config(receiver.url("/hook"))
-        )
-        request = a2a_pb2.SendMessageRequest(message=message("hello"), configuration=configuration)
-        response = await make_stub(channel).SendMessage(request, metadata=V1, timeout=WAIT_SECONDS)
+        response = await send(make_stub(channel), message("hello"), push_config(receiver.url("/hook")))
     assert response.WhichOneof("payload") == "message"
     assert isinstance(server.store, MemoryStore)
     assert server.store._configs == {}
