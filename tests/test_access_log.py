@@ -31,6 +31,7 @@ import pytest
 from conftest import BASE_CARD, V1, StartServer, send_request
 from process import send_text, serve_process
 from rpc_helpers import TEST_SECONDS, Clients, assert_error, bearer, make_stub, read_all, rpc_error
+from test_tenants import TENANT_CARD
 
 from a2a_grpc.agent import EventPublisher, RequestContext
 from a2a_grpc.call import CallContext
@@ -115,6 +116,26 @@ async def test_a_sent_message_is_one_line_with_its_call_and_no_text_or_token(
     assert f"principal={PRINCIPAL} version=1.0 task_id={response.task.id}" in text
     everything = access.text + "".join(JsonFormatter().format(record) for record in access.records)
     assert MESSAGE_TEXT not in everything and TOKEN not in everything
+
+
+async def test_a_tenants_calls_name_the_tenant_and_a_refused_tenant_is_not_echoed(
+    start_server: StartServer, clients: Clients, access: pytest.LogCaptureFixture
+) -> None:
+    server = await start_server(card=TENANT_CARD)
+    stub = clients.stub(server)
+    async with asyncio.timeout(TEST_SECONDS):
+        task = (await stub.SendMessage(send_request(MESSAGE_TEXT, tenant="acme"), metadata=V1)).task
+        with pytest.raises(grpc.aio.AioRpcError):
+            await stub.GetTask(a2a_pb2.GetTaskRequest(tenant="globex", id=task.id), metadata=V1)  # not globex's
+        with pytest.raises(grpc.aio.AioRpcError):
+            await stub.GetTask(a2a_pb2.GetTaskRequest(tenant="initech", id=task.id), metadata=V1)
+    lines = json_lines(access)
+    assert [(line["method"], line["code"], line.get("tenant")) for line in lines] == [
+        ("SendMessage", "OK", "acme"),
+        ("GetTask", "NOT_FOUND", "globex"),
+        ("GetTask", "INVALID_ARGUMENT", None),  # a tenant the card does not name is not written
+    ]
+    assert "initech" not in access.text
 
 
 async def test_a_call_without_a_required_extension_is_logged_at_info_with_the_uri_and_reason(
@@ -436,6 +457,7 @@ LINES: dict[str, tuple[CallContext | None, Outcome, Any, int | None]] = {
         None,
     ),
     "cancelled": (CallContext(), Outcome(grpc.StatusCode.CANCELLED), _answered("x" * 300), 0),
+    "tenant": (CallContext(principal="bob", tenant="acme"), OK, _answered(), None),
 }
 
 

@@ -1,7 +1,7 @@
 """The access log: one line per A2A call, on the `a2a_grpc.access` logger.
 
 A line holds the method, the status code and A2A reason, the duration, the peer, the principal, the
-`a2a-version`, the requested and activated extensions, the task and context ids when the response (or
+tenant (once the request named one the card names), the `a2a-version`, the requested and activated extensions, the task and context ids when the response (or
 the error) names them, a stream's event count and an error's ErrorInfo metadata. Never message
 contents, never credentials: nothing of the request body or its other headers is read.
 
@@ -60,9 +60,9 @@ _PLAIN_HANDLERS = (logging.StreamHandler, logging.FileHandler)
 _PLAIN = re.compile(r"[!#-<>-\[\]-~]+")  # printable ASCII but for space, '"', '=' and '\': written unquoted
 
 
-# An admitted call's line, made when the pending lines are written: (time, method, peer, principal, version,
-# requested extensions, activated extensions, outcome, seconds, response, events).
-_Admitted = tuple[float, str, str, str, str, Sequence[str], Sequence[str], Outcome, float, Any, int | None]
+# An admitted call's line, made when the pending lines are written: (time, method, peer, principal, tenant,
+# version, requested extensions, activated extensions, outcome, seconds, response, events).
+_Admitted = tuple[float, str, str, str, str, str, Sequence[str], Sequence[str], Outcome, float, Any, int | None]
 _Pending = _Admitted | str  # or a line made already
 
 
@@ -113,6 +113,7 @@ class AccessLog:
                     method,
                     peer,
                     call.principal,
+                    call.tenant,
                     call.version,
                     call.requested_extensions,
                     call.activated_extensions,
@@ -188,12 +189,14 @@ class AccessLog:
     def _line(self, formatter: JsonFormatter, entry: _Admitted) -> str:
         """The JSON line of an admitted call without ErrorInfo: `_fields`' keys, in their order, made straight
         from its values."""
-        now, method, peer, principal, version, requested, activated, outcome, seconds, response, events = entry
+        now, method, peer, principal, tenant, version, requested, activated, outcome, seconds, response, events = entry
         opening = self._openings.get((method, outcome.code_name, outcome.reason)) or self._opening(method, outcome)
         head = formatter.head(now, "INFO", self._log.name)
         text = f'{head},{opening},"duration_ms":{round(seconds * 1000.0, 3)!r},"peer":{_json(peer)}'
         if principal:
             text += ',"principal":' + _json(principal)
+        if tenant:
+            text += ',"tenant":' + _json(tenant)
         text += ',"version":' + _json(version)
         if requested:
             text += ',"requested_extensions":' + _json_list(_listed(requested))
@@ -286,6 +289,8 @@ def _fields(
     if call is not None:
         if call.principal:
             fields["principal"] = call.principal
+        if call.tenant:
+            fields["tenant"] = call.tenant
         fields["version"] = call.version
         requested, activated = call.requested_extensions, call.activated_extensions
     else:  # refused while being admitted: what its headers asked for

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from a2a_grpc.call import CallContext
 from a2a_grpc.errors import InternalError
@@ -27,8 +27,11 @@ if TYPE_CHECKING:
 
 # (method, grpc context) -> the call's context, or raises its refusal (awaited: authentication may fetch keys)
 Admit = Callable[[str, Any], Awaitable[CallContext]]
-Serve = Callable[[bytes, CallContext, Any], Awaitable[Any]]  # (request, call, grpc context) -> the response
-OpenStream = Callable[[bytes, CallContext, Any], Awaitable[AsyncIterator[Any]]]  # ... -> the stream's events
+# (request, call, grpc context) -> (what `Behave` takes: the parsed request, say; the call bound to its tenant)
+Prepare = Callable[[bytes, CallContext, Any], Awaitable[tuple[Any, CallContext]]]
+Served = TypeVar("Served")
+# (what `Prepare` made, call, grpc context) -> the response, or the stream's events
+Behave = Callable[[Any, CallContext, Any], Awaitable[Served]]
 Handler = Callable[[bytes, Any], Awaitable[Any]]
 StreamOpener = Callable[[bytes, Any], Awaitable[AsyncIterator[Any]]]
 
@@ -39,8 +42,9 @@ class CallObserver:
         self._metrics = metrics
         self._tracing = tracing
 
-    def unary(self, method: str, admit: Admit, serve: Serve) -> Handler:
-        """A unary handler that admits each call, serves it, and records how it ended."""
+    def unary(self, method: str, admit: Admit, prepare: Prepare, behave: Behave[Any]) -> Handler:
+        """A unary handler that admits each call, prepares and serves it, and records how it ended (with the
+        call as `prepare` bound it to its tenant, once it did)."""
         end = _Ending(method, self._access_log, self._metrics)
         clock = time.perf_counter
         tracing = self._tracing
@@ -53,7 +57,8 @@ class CallObserver:
                 call = await admit(method, context)
                 if span is not None:
                     call = span.bind(call)
-                response = await serve(request, call, context)
+                prepared, call = await prepare(request, call, context)
+                response = await behave(prepared, call, context)
             except BaseException as error:
                 replacement = end.failed(error, context, call, started, None, None, span)
                 if replacement is None:
@@ -64,7 +69,9 @@ class CallObserver:
 
         return observed
 
-    def stream(self, method: str, admit: Admit, open_stream: OpenStream) -> StreamOpener:
+    def stream(
+        self, method: str, admit: Admit, prepare: Prepare, open_stream: Behave[AsyncIterator[Any]]
+    ) -> StreamOpener:
         """A stream opener that admits each call and opens its stream, whose events are counted, and
         records how it ended."""
         end = _Ending(method, self._access_log, self._metrics)
@@ -105,7 +112,8 @@ class CallObserver:
                 call = await admit(method, context)
                 if span is not None:
                     call = span.bind(call)
-                events = await open_stream(request, call, context)
+                prepared, call = await prepare(request, call, context)
+                events = await open_stream(prepared, call, context)
             except BaseException as error:
                 replacement = end.failed(error, context, call, started, None, 0, span)
                 if replacement is None:

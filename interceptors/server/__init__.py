@@ -46,6 +46,7 @@ from a2a_grpc.interceptors.server.tenants import TenantCheck
 from a2a_grpc.interceptors.server.version import VersionCheck
 from a2a_grpc.protocol import A2A_SERVICE
 from a2a_grpc.telemetry import AccessLog, CallObserver, Metrics
+from a2a_grpc.telemetry.calls import Behave, Prepare
 
 if TYPE_CHECKING:
     from a2a_grpc.telemetry.tracing import Tracing
@@ -58,8 +59,6 @@ WORKER_TRAILER = "a2a-grpc-worker"  # the pid of the worker process that served 
 UnaryBehavior = Callable[[Any, CallContext, Any], Awaitable[Any]]
 StreamBehavior = Callable[[Any, CallContext, Any], AsyncIterator[Any]]
 Served = TypeVar("Served")
-# The rest of the chain, once a call is admitted: (request, call, grpc context) -> what the call serves.
-Admitted = Callable[[bytes, CallContext, Any], Awaitable[Served]]
 
 
 class ServerChain:
@@ -124,37 +123,40 @@ class ServerChain:
             parse = message_factory.GetMessageClass(method.input_type).FromString
             behavior = getattr(servicer, method.name)
             if method.server_streaming:
-                opener = self._stamped(self._admitted_stream(method.name, self._stream(parse, behavior)))
+                opener = self._stamped(self._admitted_stream(method.name, *self._stream(parse, behavior)))
                 handler = grpc.unary_stream_rpc_method_handler(
                     guard_stream(method.name, opener), response_serializer=encode_response
                 )
             else:
-                served = self._stamped(self._admitted_unary(method.name, self._unary(parse, behavior)))
+                served = self._stamped(self._admitted_unary(method.name, self._unary(parse), behavior))
                 handler = grpc.unary_unary_rpc_method_handler(
                     guard_unary(method.name, served), response_serializer=encode_response
                 )
             handlers[method.name] = handler
         return handlers
 
-    def _unary(self, parse: Parse, behavior: UnaryBehavior) -> Admitted[Any]:
+    def _unary(self, parse: Parse) -> Prepare:
+        """The echo, the parsed request and its tenant, once a unary call is admitted."""
         echo_headers = self._echo_unary_headers
         tenants = self.tenants
 
-        async def serve(request: bytes, call: CallContext, context: Any) -> Any:
+        async def prepare(request: bytes, call: CallContext, context: Any) -> tuple[Any, CallContext]:
             if call.echo:
                 await send_echo(context, call.echo, headers=echo_headers)
             parsed = parse_request(parse, request)
             if parsed.tenant or tenants.enabled:
                 call = tenants(call, parsed.tenant)
-            return await behavior(parsed, call, context)
+            return parsed, call
 
-        return serve
+        return prepare
 
-    def _stream(self, parse: Parse, behavior: StreamBehavior) -> Admitted[AsyncIterator[Any]]:
+    def _stream(self, parse: Parse, behavior: StreamBehavior) -> tuple[Prepare, Behave[AsyncIterator[Any]]]:
+        """A stream slot, the echo, the parsed request and its tenant once a stream is admitted; then the
+        stream, which gives its slot back when it ends."""
         limits = self.limits
         tenants = self.tenants
 
-        async def open_stream(request: bytes, call: CallContext, context: Any) -> AsyncIterator[Any]:
+        async def prepare(request: bytes, call: CallContext, context: Any) -> tuple[Any, CallContext]:
             release = limits.open_stream(caller_of(call.principal, context))
             try:
                 if call.echo:
@@ -162,32 +164,45 @@ class ServerChain:
                 parsed = parse_request(parse, request)
                 if parsed.tenant or tenants.enabled:
                     call = tenants(call, parsed.tenant)
+            except BaseException:
+                release()
+                raise
+            return (parsed, release), call
+
+        async def open_stream(prepared: Any, call: CallContext, context: Any) -> AsyncIterator[Any]:
+            parsed, release = prepared
+            try:
                 events = behavior(parsed, call, context)
             except BaseException:
                 release()
                 raise
             return released_when_done(events, release)
 
-        return open_stream
+        return prepare, open_stream
 
-    def _admitted_unary(self, name: str, serve: Admitted[Any]) -> Callable[[bytes, Any], Awaitable[Any]]:
-        """`serve` behind admission, observed when there is telemetry."""
+    def _admitted_unary(
+        self, name: str, prepare: Prepare, behave: Behave[Any]
+    ) -> Callable[[bytes, Any], Awaitable[Any]]:
+        """`prepare` and `behave` behind admission, observed when there is telemetry."""
         if self._observer is not None:
-            return self._observer.unary(name, self.admit, serve)
-        return self._admitted(name, serve)
+            return self._observer.unary(name, self.admit, prepare, behave)
+        return self._admitted(name, prepare, behave)
 
     def _admitted_stream(
-        self, name: str, open_stream: Admitted[AsyncIterator[Any]]
+        self, name: str, prepare: Prepare, open_stream: Behave[AsyncIterator[Any]]
     ) -> Callable[[bytes, Any], Awaitable[AsyncIterator[Any]]]:
         if self._observer is not None:
-            return self._observer.stream(name, self.admit, open_stream)
-        return self._admitted(name, open_stream)
+            return self._observer.stream(name, self.admit, prepare, open_stream)
+        return self._admitted(name, prepare, open_stream)
 
-    def _admitted(self, name: str, handle: Admitted[Served]) -> Callable[[bytes, Any], Awaitable[Served]]:
+    def _admitted(
+        self, name: str, prepare: Prepare, behave: Behave[Served]
+    ) -> Callable[[bytes, Any], Awaitable[Served]]:
         admit = self.admit
 
         async def admitted(request: bytes, context: Any) -> Served:
-            return await handle(request, await admit(name, context), context)
+            prepared, call = await prepare(request, await admit(name, context), context)
+            return await behave(prepared, call, context)
 
         return admitted
 
