@@ -21,6 +21,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 from process import REPO, child_env, run_serve, send_text, serve_process
+from test_tenants import TENANT_CARD
 
 from a2a_grpc.agent import AgentExecutor
 from a2a_grpc.agents.relay import RelayAgent
@@ -58,9 +59,9 @@ async def start(tmp_path: Path, provider: TracerProvider) -> AsyncIterator[Start
     """Start servers on free loopback ports, tracing into `provider` unless `tracing=False`."""
     servers: list[A2AServer] = []
 
-    async def start(agent: AgentExecutor, *, tracing: bool = True) -> A2AServer:
+    async def start(agent: AgentExecutor, *, tracing: bool = True, card_json: dict[str, Any] = BASE_CARD) -> A2AServer:
         card = tmp_path / f"card-{len(servers)}.json"
-        card.write_text(json.dumps(BASE_CARD))
+        card.write_text(json.dumps(card_json))
         settings = ServerSettings(
             listen="127.0.0.1:0", http_listen="", card_path=str(card), store_url="memory", push=LOOPBACK_PUSH
         )
@@ -223,6 +224,16 @@ async def test_a_server_continues_the_traceparent_a_caller_sends(
     assert server.parent is not None and server.parent.span_id == int(parent_id, 16) and server.parent.is_remote
     assert _attributes(server)["a2a.task_id"] == response.task.id
     assert {s.context.trace_id for s in spans} == {int(trace_id, 16)}
+
+
+async def test_a_tenants_call_span_names_its_tenant(start: StartServer, exporter: InMemorySpanExporter) -> None:
+    b = await start(RelayAgent(), card_json=TENANT_CARD)
+    async with grpc.aio.insecure_channel(b.grpc_target) as channel:
+        stub = a2a_pb2_grpc.A2AServiceStub(channel)  # type: ignore[no-untyped-call]
+        await stub.SendMessage(a2a_pb2.SendMessageRequest(tenant="acme", message=_message("hi")), metadata=V1)
+    spans = await _spans(exporter, lambda spans: any(s.name == AGENT_SPAN for s in spans))
+    [server] = [s for s in spans if s.kind == SpanKind.SERVER]
+    assert _attributes(server)["a2a.tenant"] == "acme"
 
 
 async def test_a_refused_call_is_the_callers_error_not_the_servers(

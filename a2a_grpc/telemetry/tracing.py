@@ -177,6 +177,8 @@ class ServerSpan:
         if call is not None:
             span.set_attribute("a2a.version", call.version)
             span.set_attribute("a2a.extensions.activated", call.activated_extensions)
+            if call.tenant:
+                span.set_attribute("a2a.tenant", call.tenant)
         task_id, context_id = response_ids(response) if response is not None else ("", "")
         _record_ids(span, task_id or outcome.details.get("taskId", ""), context_id, events)
         if outcome.reason:
