@@ -308,8 +308,10 @@ class MemoryStore:
             or any(found.delivered < entry.seq for found in configs.values())
         ):
             self._open.add(task_id)
-        else:
+        elif task_id in self._open:
             self._open.discard(task_id)
+            if not self._open:  # a set keeps its largest table, which iterating it walks: start small again
+                self._open = set()
 
     def _config(self, task_id: str, config_id: str) -> _Config | None:
         return self._configs.get(task_id, {}).get(config_id)
