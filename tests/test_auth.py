@@ -9,6 +9,7 @@ import base64
 import hashlib
 import json
 import logging
+import re
 import ssl
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -675,13 +676,6 @@ async def test_an_oauth2_scheme_is_verified_with_the_server_its_metadata_names(
         assert served["securitySchemes"] == oauth_card(jwks.metadata_url)["securitySchemes"], "no jwt scheme added"
 
 
-def test_an_oauth2_scheme_with_metadata_but_no_audience_is_refused(tmp_path: Path) -> None:
-    url = "https://issuer.test/.well-known/oauth-authorization-server"
-    card = write_card(tmp_path, "card.json", oauth_card(url))
-    with pytest.raises(CardError, match=rf"security scheme 'oauth' \(OAuth 2.0, {url}\) needs --jwt-audience"):
-        A2AServer(ServerSettings(card_path=card, store_url="memory", auth=AuthSettings()))
-
-
 @pytest.mark.parametrize(
     ("discovery", "refusal"),
     [
@@ -719,17 +713,31 @@ def test_serve_refuses_an_openid_connect_scheme_without_an_audience(tmp_path: Pa
 @pytest.mark.parametrize(
     ("auth", "refusal"),
     [
-        (AuthSettings(), "needs --jwt-audience"),
-        (AuthSettings(jwt=JwtSettings(issuers=(ISSUER,))), "needs --jwt-audience"),
-        (audience_only(), "discovery URL http://issuer.test/.well-known/openid-configuration is not https"),
+        (AuthSettings(), "({kind}, {url}) needs --jwt-audience"),
+        (AuthSettings(jwt=JwtSettings(issuers=(ISSUER,))), "({kind}, {url}) needs --jwt-audience"),
+        (audience_only(), "discovery URL {url} is not https"),
     ],
 )
-def test_an_openid_connect_scheme_without_an_audience_or_https_is_refused(
-    tmp_path: Path, auth: AuthSettings, refusal: str
+@pytest.mark.parametrize(
+    ("scheme", "kind", "card_of", "path"),
+    [
+        ("oidc", "OpenID Connect", oidc_card, "openid-configuration"),
+        ("oauth", "OAuth 2.0", oauth_card, "oauth-authorization-server"),
+    ],
+)
+def test_a_discovered_scheme_without_an_audience_or_https_is_refused(
+    tmp_path: Path,
+    auth: AuthSettings,
+    refusal: str,
+    scheme: str,
+    kind: str,
+    card_of: Callable[[str], dict[str, Any]],
+    path: str,
 ) -> None:
-    url = "http://issuer.test/.well-known/openid-configuration"
-    card = write_card(tmp_path, "card.json", oidc_card(url))
-    with pytest.raises(CardError, match=f"security scheme 'oidc'.*{refusal}"):
+    url = f"http://issuer.test/.well-known/{path}"
+    card = write_card(tmp_path, "card.json", card_of(url))
+    expected = re.escape(refusal.format(kind=kind, url=url))
+    with pytest.raises(CardError, match=f"security scheme '{scheme}'.*{expected}"):
         A2AServer(ServerSettings(card_path=card, store_url="memory", auth=auth))
 
 

@@ -160,6 +160,25 @@ async def test_the_stream_limit_in_all(start_server: StartServer, clients: Clien
     await read_all(await _opened_when_freed(stub, BOB))
 
 
+async def test_streams_refused_after_taking_their_slot_give_it_back(
+    start_server: StartServer, clients: Clients
+) -> None:
+    """A stream refused once it holds its slot (a tenant the card does not name, a task that does not exist)
+    gives the slot back: the caller's one slot still opens a stream afterwards."""
+    agent = PacedAgent(chunks=1)
+    server = await start_server(agent=agent, bearer_tokens=TOKENS, max_streams_per_caller=1)
+    stub = clients.stub(server)
+    for _ in range(3):
+        bad_tenant = await stream_error(stub.SendStreamingMessage(send_request(tenant="nobody"), metadata=ALICE))
+        assert bad_tenant.code() == INVALID_ARGUMENT
+        missing = await stream_error(stub.SubscribeToTask(a2a_pb2.SubscribeToTaskRequest(id="gone"), metadata=ALICE))
+        assert missing.code() == grpc.StatusCode.NOT_FOUND
+    held = await open_stream(stub, ALICE)
+    agent.step(10)
+    agent.finish()
+    await read_all(held)
+
+
 def test_a_failed_stream_opening_gives_its_slot_back() -> None:
     limits = Limits(max_streams_per_caller=1, max_streams=5)
     release = limits.open_stream("a")

@@ -39,7 +39,7 @@ TOKEN, JWT, API_KEY, MTLS = "bearer token", "JWT", "API key", "mutual TLS"
 NEEDS = {
     TOKEN: "--auth-token",
     JWT: "--jwt-jwks-url or --jwt-key (with --jwt-issuer and --jwt-audience), or an OpenID Connect scheme's "
-    "openIdConnectUrl (an OAuth 2.0 scheme's oauth2MetadataUrl) and --jwt-audience",
+    "openIdConnectUrl or an OAuth 2.0 scheme's oauth2MetadataUrl, with --jwt-audience",
     API_KEY: "--api-keys",
     MTLS: "a TLS listener with a client CA (--tls-client-ca)",
 }
@@ -129,9 +129,12 @@ def _scheme(name: str, declared: a2a_pb2.SecurityScheme, verifiers: Verifiers) -
 
 def _discovery(declared: a2a_pb2.SecurityScheme) -> tuple[str, str]:
     """The kind of provider a token scheme names and the URL of its discovery document ("" when none)."""
-    if declared.HasField("oauth2_security_scheme"):
+    which = declared.WhichOneof("scheme")
+    if which == "oauth2_security_scheme":
         return "OAuth 2.0", declared.oauth2_security_scheme.oauth2_metadata_url
-    return "OpenID Connect", declared.open_id_connect_security_scheme.open_id_connect_url
+    if which == "open_id_connect_security_scheme":
+        return "OpenID Connect", declared.open_id_connect_security_scheme.open_id_connect_url
+    return "", ""
 
 
 def _jwt_verifier(name: str, declared: a2a_pb2.SecurityScheme, verifiers: Verifiers) -> JwtVerifier | None:

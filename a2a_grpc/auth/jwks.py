@@ -345,5 +345,6 @@ class DiscoveredJwks(JwksCache):
         assert self._context is not None  # an https URL has one
         provider = await discover(self.discovery_url, self._context, self._timeout)
         self.url = provider.jwks_uri
-        log.info("discovered issuer %s, JWKS %s", provider.issuer, printable_url(provider.jwks_uri))
+        jwks = printable_url(provider.jwks_uri)
+        log.info("discovery document %s: issuer %s, JWKS %s", printable_url(self.discovery_url), provider.issuer, jwks)
         return provider

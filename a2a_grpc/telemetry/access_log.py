@@ -1,8 +1,9 @@
 """The access log: one line per A2A call, on the `a2a_grpc.access` logger.
 
 A line holds the method, the status code and A2A reason, the duration, the peer, the principal, the
-tenant (once the request named one the card names), the `a2a-version`, the requested and activated extensions, the task and context ids when the response (or
-the error) names them, a stream's event count and an error's ErrorInfo metadata. Never message
+tenant (once the request named one the card names), the `a2a-version`, the requested and activated
+extensions, the task and context ids when the response (or the error) names them, a stream's event count
+and an error's ErrorInfo metadata. Never message
 contents, never credentials: nothing of the request body or its other headers is read.
 
 Every call is logged at INFO, refusals included; a call the server failed (INTERNAL, UNKNOWN,

@@ -1,7 +1,8 @@
 """The layer of the interceptor chain that sees every A2A call end, for the access log and the metrics.
 
 It runs just inside the errors guard and around everything else, admission included, so it sees the
-status each call leaves with and the A2A reason of a refusal, and the call's CallContext once admitted.
+status each call leaves with and the A2A reason of a refusal, and the call's CallContext once admitted, then
+as the preparation bound it to the request's tenant.
 A stream's events are counted as they are yielded; the stream is logged when it ends, however it ends
 (a client that goes away closes it: CANCELLED). An unexpected exception is logged once, by the access
 log at ERROR with its traceback, and passed on as the generic InternalError the guard would have made
@@ -27,7 +28,9 @@ if TYPE_CHECKING:
 
 # (method, grpc context) -> the call's context, or raises its refusal (awaited: authentication may fetch keys)
 Admit = Callable[[str, Any], Awaitable[CallContext]]
-# (request, call, grpc context) -> (what `Behave` takes: the parsed request, say; the call bound to its tenant)
+# (request, call, grpc context) -> (what `Behave` takes: the parsed request, say; the call bound to its tenant).
+# What it returns may hold a resource (a stream's slot) that only `Behave` hands on: call `Behave` with it at
+# once, with no await or anything that may raise in between.
 Prepare = Callable[[bytes, CallContext, Any], Awaitable[tuple[Any, CallContext]]]
 Served = TypeVar("Served")
 # (what `Prepare` made, call, grpc context) -> the response, or the stream's events
@@ -72,8 +75,8 @@ class CallObserver:
     def stream(
         self, method: str, admit: Admit, prepare: Prepare, open_stream: Behave[AsyncIterator[Any]]
     ) -> StreamOpener:
-        """A stream opener that admits each call and opens its stream, whose events are counted, and
-        records how it ended."""
+        """A stream opener that admits each call, prepares it and opens its stream, whose events are counted, and
+        records how it ended (with the call as `prepare` bound it to its tenant, once it did)."""
         end = _Ending(method, self._access_log, self._metrics)
         metrics = end.metrics
         clock = time.perf_counter

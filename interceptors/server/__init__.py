@@ -3,8 +3,9 @@
 Each A2AService method handler is wrapped once, at start-up, in this order:
   errors          every failure leaves as a proper status (outermost)
   telemetry       with an access log, metrics or tracing: times the call and records how it ended (its
-                  status code and A2A reason, a stream's events), around admission and the servicer;
-                  with tracing, the call's server span, which its CallContext carries
+                  status code and A2A reason, a stream's events, the tenant once bound), around
+                  admission, the preparation (echo, parse, tenant) and the servicer; with tracing, the
+                  call's server span, which its CallContext carries
   authentication  the card's security requirements (a2a_grpc.auth): the caller's principal and claims,
                   or UNAUTHENTICATED (PERMISSION_DENIED for a missing scope)
   limits          the caller's requests per second (RATE_LIMITED); a stream also holds one of its
@@ -55,8 +56,7 @@ __all__ = ["WORKER_TRAILER", "ExtensionNegotiator", "Limits", "ServerChain", "Ve
 
 WORKER_TRAILER = "a2a-grpc-worker"  # the pid of the worker process that served the call
 
-# A servicer method: (request, call, grpc context) -> a response, or an async iterator of events.
-UnaryBehavior = Callable[[Any, CallContext, Any], Awaitable[Any]]
+# A streaming servicer method: (request, call, grpc context) -> an async iterator of events.
 StreamBehavior = Callable[[Any, CallContext, Any], AsyncIterator[Any]]
 Served = TypeVar("Served")
 
