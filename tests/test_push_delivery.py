@@ -31,7 +31,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from google.protobuf import json_format
 from process import free_port
-from rpc_helpers import Stub, make_stub, rpc_error
+from rpc_helpers import Stub, make_stub, read_all, rpc_error
 from test_agent_api import ReplyingAgent
 from test_push_guard import LoopbackOnlyConnector
 from test_readme import README, fenced_blocks
@@ -368,6 +368,29 @@ async def test_a_config_sent_with_a_later_message_is_notified_from_the_first_eve
         await answer(stub, task.id, push_config(receiver.url("/hook")))
         await receiver.wait_count("/hook", WRITER_EVENTS)
         logged = await event_log(stub, task.id)
+    await no_more_requests(receiver, WRITER_EVENTS)
+    assert events_of(receiver.hits) == logged
+
+
+@pytest.mark.parametrize("first_turn", ["streamed", "returned at once"])
+async def test_a_config_sent_with_a_streamed_or_at_once_first_message_gets_every_event(
+    start_server: StartServer, receiver: Receiver, first_turn: str
+) -> None:
+    server = await start_writer(start_server)
+    configuration = a2a_pb2.SendMessageConfiguration(task_push_notification_config=push_config(receiver.url("/hook")))
+    async with grpc.aio.insecure_channel(server.grpc_target) as channel:
+        stub = make_stub(channel)
+        if first_turn == "streamed":
+            request = a2a_pb2.SendMessageRequest(message=message("the sea"), configuration=configuration)
+            task_id = (await read_all(stub.SendStreamingMessage(request, metadata=V1, timeout=WAIT_SECONDS)))[0].task.id
+        else:
+            configuration.return_immediately = True
+            request = a2a_pb2.SendMessageRequest(message=message("the sea"), configuration=configuration)
+            task_id = (await stub.SendMessage(request, metadata=V1, timeout=WAIT_SECONDS)).task.id
+        await receiver.wait_count("/hook", 1)  # INPUT_REQUIRED: the writer waits for its tone
+        await answer(stub, task_id)
+        await receiver.wait_count("/hook", WRITER_EVENTS)
+        logged = await event_log(stub, task_id)
     await no_more_requests(receiver, WRITER_EVENTS)
     assert events_of(receiver.hits) == logged
 
