@@ -307,16 +307,25 @@ TELEMETRY_OFF, TELEMETRY_ON, TELEMETRY_TRACING = "telemetry.send.off", "telemetr
 TELEMETRY_FLOOR = 0.9
 
 
-def _telemetry_ratios(records: dict[str, Record], c: int) -> list[Record]:
-    off = f"{TELEMETRY_OFF}@{c}"
+def _against_baseline(
+    records: dict[str, Record], c: int, kind: str, baseline: tuple[str, str], compared: Iterable[tuple[str, str]]
+) -> list[Record]:
+    """Each of `compared` (a family and its label) against `baseline` at `c`: its rate ratio, and its server
+    CPU per request on top of the baseline's, as the `kind` overhead."""
+    base_family, base_label = baseline
+    base = f"{base_family}@{c}"
     out = []
-    for family, label in ((TELEMETRY_ON, "on"), (TELEMETRY_TRACING, "tracing")):
+    for family, label in compared:
         name = f"{family}@{c}"
-        out.append(_entry(f"{name} / off", _paired(records, name, off)))
-        out.append(
-            _entry(f"telemetry overhead {name}, server CPU ({label}/off - 1)", _added_cpu(records, name, off), True)
-        )
+        out.append(_entry(f"{name} / {base_label}", _paired(records, name, base)))
+        overhead = f"{kind} overhead {name}, server CPU ({label}/{base_label} - 1)"
+        out.append(_entry(overhead, _added_cpu(records, name, base), True))
     return out
+
+
+def _telemetry_ratios(records: dict[str, Record], c: int) -> list[Record]:
+    compared = ((TELEMETRY_ON, "on"), (TELEMETRY_TRACING, "tracing"))
+    return _against_baseline(records, c, "telemetry", (TELEMETRY_OFF, "off"), compared)
 
 
 def _telemetry_targets(records: dict[str, Record], c: int) -> list[Record]:
@@ -355,15 +364,8 @@ AUTH_FLOORS = (("auth.send.jwt", "jwt", 0.85), ("auth.send.tls", "tls", 0.7))  #
 
 
 def _auth_ratios(records: dict[str, Record], c: int) -> list[Record]:
-    plain = f"{AUTH_PLAIN}@{c}"
-    out = []
-    for family, label, _ in AUTH_FLOORS:
-        name = f"{family}@{c}"
-        out.append(_entry(f"{name} / plain", _paired(records, name, plain)))
-        out.append(
-            _entry(f"auth overhead {name}, server CPU ({label}/plain - 1)", _added_cpu(records, name, plain), True)
-        )
-    return out
+    compared = ((family, label) for family, label, _ in AUTH_FLOORS)
+    return _against_baseline(records, c, "auth", (AUTH_PLAIN, "plain"), compared)
 
 
 def _auth_targets(records: dict[str, Record], c: int) -> list[Record]:

@@ -61,99 +61,49 @@ def _selected(names: tuple[str, ...]) -> list[str]:
     return [name for name in names if WITH_SDK or "sdk" not in name]
 
 
+def _run_bench(out_dir: Path, *flags: str, timeout: float = 300) -> tuple[dict[str, Any], str]:
+    """`scripts/bench --quick` with `flags`, its results written in `out_dir`: the results and what it printed."""
+    out = out_dir / "results.json"
+    argv = ["bash", str(ROOT / "scripts" / "bench"), *flags, "--quick", "--duration=1", "--warmup=0.2", f"--out={out}"]
+    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+    assert done.returncode == 0, done.stdout.partition("\nNotes:")[0][-4000:] + done.stderr[-4000:]
+    return json.loads(out.read_text()), done.stdout
+
+
 @pytest.fixture(scope="module")
 def bench_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], str]:
-    out = tmp_path_factory.mktemp("bench") / "results.json"
-    argv = [
-        "bash",
-        str(ROOT / "scripts" / "bench"),
+    return _run_bench(
+        tmp_path_factory.mktemp("bench"),
         f"--cases={','.join(_selected(SEND_FAMILIES + OTHER_CASES))}",
-        "--quick",
-        "--duration=1",
-        "--warmup=0.2",
         f"--concurrency={','.join(map(str, CONCURRENCY))}",
         "--stream-concurrency=2",
         f"--subscribers={SUBSCRIBERS}",
         f"--memory-tasks={MEMORY_TASKS}",
-        f"--out={out}",
-    ]
-    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=840)
-    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
-    return json.loads(out.read_text()), done.stdout
+        timeout=840,
+    )
 
 
 @pytest.fixture(scope="module")
 def replicas_run(tmp_path_factory: pytest.TempPathFactory, postgres_server: str) -> tuple[dict[str, Any], str]:
-    out = tmp_path_factory.mktemp("bench-replicas") / "results.json"
-    argv = [
-        "bash",
-        str(ROOT / "scripts" / "bench"),
-        "--cases=replicas.*",
-        "--quick",
-        "--duration=1",
-        "--warmup=0.2",
-        f"--concurrency={REPLICA_CONCURRENCY}",
-        f"--out={out}",
-    ]
-    if os.environ.get("A2A_GRPC_TEST_POSTGRES_URL"):
-        argv.append(f"--postgres={postgres_server}")
-    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stdout.partition("\nNotes:")[0][-4000:] + done.stderr[-4000:]
-    return json.loads(out.read_text()), done.stdout
+    database = [f"--postgres={postgres_server}"] if os.environ.get("A2A_GRPC_TEST_POSTGRES_URL") else []
+    out_dir = tmp_path_factory.mktemp("bench-replicas")
+    return _run_bench(out_dir, "--cases=replicas.*", f"--concurrency={REPLICA_CONCURRENCY}", *database)
 
 
 @pytest.fixture(scope="module")
 def push_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], str]:
-    out = tmp_path_factory.mktemp("bench-push") / "results.json"
-    argv = [
-        "bash",
-        str(ROOT / "scripts" / "bench"),
-        "--cases=push.*",
-        "--quick",
-        "--duration=1",
-        "--warmup=0.2",
-        f"--concurrency={PUSH_CONCURRENCY}",
-        f"--out={out}",
-    ]
-    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stdout.partition("\nNotes:")[0][-4000:] + done.stderr[-4000:]
-    return json.loads(out.read_text()), done.stdout
+    return _run_bench(tmp_path_factory.mktemp("bench-push"), "--cases=push.*", f"--concurrency={PUSH_CONCURRENCY}")
 
 
 @pytest.fixture(scope="module")
 def telemetry_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], str]:
-    out = tmp_path_factory.mktemp("bench-telemetry") / "results.json"
-    argv = [
-        "bash",
-        str(ROOT / "scripts" / "bench"),
-        "--cases=telemetry.*",
-        "--quick",
-        "--duration=1",
-        "--warmup=0.2",
-        f"--concurrency={','.join(map(str, TELEMETRY_CONCURRENCY))}",
-        f"--out={out}",
-    ]
-    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stdout.partition("\nNotes:")[0][-4000:] + done.stderr[-4000:]
-    return json.loads(out.read_text()), done.stdout
+    concurrency = ",".join(map(str, TELEMETRY_CONCURRENCY))
+    return _run_bench(tmp_path_factory.mktemp("bench-telemetry"), "--cases=telemetry.*", f"--concurrency={concurrency}")
 
 
 @pytest.fixture(scope="module")
 def auth_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], str]:
-    out = tmp_path_factory.mktemp("bench-auth") / "results.json"
-    argv = [
-        "bash",
-        str(ROOT / "scripts" / "bench"),
-        "--cases=auth.*",
-        "--quick",
-        "--duration=1",
-        "--warmup=0.2",
-        f"--concurrency={AUTH_CONCURRENCY}",
-        f"--out={out}",
-    ]
-    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stdout.partition("\nNotes:")[0][-4000:] + done.stderr[-4000:]
-    return json.loads(out.read_text()), done.stdout
+    return _run_bench(tmp_path_factory.mktemp("bench-auth"), "--cases=auth.*", f"--concurrency={AUTH_CONCURRENCY}")
 
 
 def _cases(document: dict[str, Any]) -> dict[str, dict[str, Any]]:

@@ -8,8 +8,8 @@ server or a client: from the TracerProvider it was given, else the global one.
            layer (a2a_grpc.telemetry.calls) before admission, so refusals have theirs too, and continuing
            the trace of the call's W3C `traceparent`/`tracestate` headers. Attributes: rpc.system,
            rpc.service, rpc.method, rpc.grpc.status_code, a2a.version, a2a.extensions.activated,
-           a2a.tenant on a server with tenants, a2a.task_id and a2a.context_id when the response (or the error) names them, a stream's
-           a2a.stream.events, an error's a2a.error.reason. Status ERROR for the codes that mean the server
+           a2a.tenant on a server with tenants, a2a.task_id and a2a.context_id when the response (or the
+           error) names them, a stream's a2a.stream.events, an error's a2a.error.reason. Status ERROR for the codes that mean the server
            failed (UNKNOWN, DEADLINE_EXCEEDED, UNIMPLEMENTED, INTERNAL, UNAVAILABLE, DATA_LOSS), with an
            unexpected exception recorded; a refusal (NOT_FOUND, FAILED_PRECONDITION...) is the caller's.
   agent    `a2a.agent.execute`: the agent's run on one message, a child of the server span of the call
