@@ -34,8 +34,8 @@ class CallContext:
     `requested_extensions` is what the client asked for (split, trimmed, de-duplicated);
     `activated_extensions` is the subset the agent declares and whose dependencies are active, and
     `echo` their comma-joined form as the response's `a2a-extensions` ("" when none is active).
-    `time_remaining()` is the seconds left before the client's deadline, None when it set none (asked
-    of the transport only when called: reading it costs more than the rest of the context).
+    `time_remaining()` is the seconds left before the client's deadline, None when it set none (counted from
+    the deadline read when the call arrived: a2a_grpc.arrival).
     `principal` is the authenticated caller ("" on an open server or for an anonymous caller), `claims` what
     its credential said about it (a JWT's claims, a client certificate's names: a2a_grpc.auth), read-only.
     `trace_context` is the call's server span, with tracing on (a2a_grpc.telemetry.tracing); None when off.
@@ -53,6 +53,7 @@ class CallContext:
     trace_context: TraceContext | None = field(default=None, repr=False, compare=False)
     claims: Mapping[str, Any] = field(default_factory=no_claims, repr=False, compare=False)
     tenant: str = ""
+    peer: str = ""  # the transport's address of the caller, as grpc names it ("ipv4:127.0.0.1:53124")
 
     @property
     def owner(self) -> str:

@@ -1,7 +1,8 @@
 """The A2AService servicer: checks a request against the card, validates it, and hands it on.
 
 Every method receives the call's CallContext, built by the interceptor chain (which has already
-authenticated the caller, checked the version and negotiated the extensions). Every error raised
+authenticated the caller, checked the version and negotiated the extensions), and never the grpc.aio
+context: nothing here or below can touch a call's transport after the call is over (a2a_grpc.arrival). Every error raised
 here is an `A2AError`, which the chain's error layer turns into a rich gRPC status.
 """
 
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, TypeAlias
+from typing import TypeAlias
 
 from google.protobuf import empty_pb2
 
@@ -48,7 +49,6 @@ MAX_LIST_PAGE_BYTES = 3 * 1024 * 1024
 # smaller ones are validated inline, where the thread hop (~40 µs) would cost more than it spares.
 INLINE_VALIDATION_BYTES = 2 * 1024
 
-Context: TypeAlias = Any  # grpc.aio.ServicerContext (grpcio ships no type information)
 StreamEvents: TypeAlias = AsyncIterator[a2a_pb2.StreamResponse | bytes]
 
 
@@ -115,7 +115,7 @@ class A2AServicer:
             config.task_id = run.task_id
             await self.manager.put_push_config(config, call, from_start=True)
 
-    async def SendMessage(self, request: a2a_pb2.SendMessageRequest, call: CallContext, context: Context) -> bytes:
+    async def SendMessage(self, request: a2a_pb2.SendMessageRequest, call: CallContext) -> bytes:
         """Answers a SendMessageResponse, already encoded (see a2a_grpc.encoding)."""
         await self._accept_send(request, call)
         run = await self.manager.submit(request, call)
@@ -128,9 +128,7 @@ class A2AServicer:
         await run.durable()
         return send_message_response(task_view(run.task, _history_length(configuration)))
 
-    async def SendStreamingMessage(
-        self, request: a2a_pb2.SendMessageRequest, call: CallContext, context: Context
-    ) -> StreamEvents:
+    async def SendStreamingMessage(self, request: a2a_pb2.SendMessageRequest, call: CallContext) -> StreamEvents:
         self._require_streaming()
         await self._accept_send(request, call)
         subscriber = self.manager.new_subscriber(close_on_interrupt=True)
@@ -152,14 +150,12 @@ class A2AServicer:
 
     # ---- tasks -------------------------------------------------------------------------------
 
-    async def GetTask(self, request: a2a_pb2.GetTaskRequest, call: CallContext, context: Context) -> a2a_pb2.Task:
+    async def GetTask(self, request: a2a_pb2.GetTaskRequest, call: CallContext) -> a2a_pb2.Task:
         validate_get(request)
         task = await self.manager.get_task(request.id, call)
         return task_view(task, request.history_length if request.HasField("history_length") else None)
 
-    async def ListTasks(
-        self, request: a2a_pb2.ListTasksRequest, call: CallContext, context: Context
-    ) -> a2a_pb2.ListTasksResponse:
+    async def ListTasks(self, request: a2a_pb2.ListTasksRequest, call: CallContext) -> a2a_pb2.ListTasksResponse:
         page_size = validate_list(request)
         query = TaskQuery(
             owner="",
@@ -178,13 +174,11 @@ class A2AServicer:
             tasks=page.tasks, next_page_token=page.next_page_token, page_size=page_size, total_size=page.total_size
         )
 
-    async def CancelTask(self, request: a2a_pb2.CancelTaskRequest, call: CallContext, context: Context) -> a2a_pb2.Task:
+    async def CancelTask(self, request: a2a_pb2.CancelTaskRequest, call: CallContext) -> a2a_pb2.Task:
         validate(request)
         return await self.manager.cancel(request.id, call)
 
-    async def SubscribeToTask(
-        self, request: a2a_pb2.SubscribeToTaskRequest, call: CallContext, context: Context
-    ) -> StreamEvents:
+    async def SubscribeToTask(self, request: a2a_pb2.SubscribeToTaskRequest, call: CallContext) -> StreamEvents:
         self._require_streaming()
         validate(request)
         subscription = await self.manager.subscribe(request.id, call, resume.stream_after(call))
@@ -206,7 +200,7 @@ class A2AServicer:
             raise PushNotificationNotSupportedError("this agent does not send push notifications")
 
     async def CreateTaskPushNotificationConfig(
-        self, request: a2a_pb2.TaskPushNotificationConfig, call: CallContext, context: Context
+        self, request: a2a_pb2.TaskPushNotificationConfig, call: CallContext
     ) -> a2a_pb2.TaskPushNotificationConfig:
         self._require_push()
         validate_push_config(request)
@@ -225,14 +219,14 @@ class A2AServicer:
             ) from None
 
     async def GetTaskPushNotificationConfig(
-        self, request: a2a_pb2.GetTaskPushNotificationConfigRequest, call: CallContext, context: Context
+        self, request: a2a_pb2.GetTaskPushNotificationConfigRequest, call: CallContext
     ) -> a2a_pb2.TaskPushNotificationConfig:
         self._require_push()
         validate(request)
         return await self.manager.get_push_config(request.task_id, request.id, call)
 
     async def ListTaskPushNotificationConfigs(
-        self, request: a2a_pb2.ListTaskPushNotificationConfigsRequest, call: CallContext, context: Context
+        self, request: a2a_pb2.ListTaskPushNotificationConfigsRequest, call: CallContext
     ) -> a2a_pb2.ListTaskPushNotificationConfigsResponse:
         self._require_push()
         page_size = validate_push_config_page_size(request)
@@ -240,7 +234,7 @@ class A2AServicer:
         return a2a_pb2.ListTaskPushNotificationConfigsResponse(configs=configs, next_page_token=token)
 
     async def DeleteTaskPushNotificationConfig(
-        self, request: a2a_pb2.DeleteTaskPushNotificationConfigRequest, call: CallContext, context: Context
+        self, request: a2a_pb2.DeleteTaskPushNotificationConfigRequest, call: CallContext
     ) -> empty_pb2.Empty:
         self._require_push()
         validate(request)
@@ -250,7 +244,7 @@ class A2AServicer:
     # ---- card --------------------------------------------------------------------------------
 
     async def GetExtendedAgentCard(
-        self, request: a2a_pb2.GetExtendedAgentCardRequest, call: CallContext, context: Context
+        self, request: a2a_pb2.GetExtendedAgentCardRequest, call: CallContext
     ) -> a2a_pb2.AgentCard:
         if not self._extended:
             raise UnsupportedOperationError("this agent declares no extended agent card")

@@ -34,6 +34,7 @@ from rpc_helpers import TEST_SECONDS, Clients, assert_error, bearer, make_stub, 
 from test_tenants import TENANT_CARD
 
 from a2a_grpc.agent import EventPublisher, RequestContext
+from a2a_grpc.arrival import Arrival
 from a2a_grpc.call import CallContext
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.interceptors.server import errors as errors_guard
@@ -363,17 +364,8 @@ def test_serve_writes_json_lines_and_the_access_log_can_be_turned_off(tmp_path: 
     assert "serving A2A on " in server.stderr and ACCESS_LOGGER not in server.stderr
 
 
-class _Context:
-    """What the access log asks of a grpc.aio servicer context."""
-
-    def __init__(self, metadata: tuple[tuple[str, str], ...] = ()) -> None:
-        self.metadata = metadata
-
-    def peer(self) -> str:
-        return "ipv4:127.0.0.1:50000"
-
-    def invocation_metadata(self) -> tuple[tuple[str, str], ...]:
-        return self.metadata
+def _arrival(metadata: tuple[tuple[str, str], ...] = ()) -> Arrival:
+    return Arrival(peer="ipv4:127.0.0.1:50000", metadata=metadata)
 
 
 class _Records(logging.Handler):
@@ -409,7 +401,7 @@ def _json_logger(name: str) -> tuple[logging.Logger, io.StringIO]:
 
 def _write(access_log: AccessLog, task_id: str = "task-1") -> bool:
     call = CallContext(method="SendMessage", principal=PRINCIPAL)
-    return access_log.write("SendMessage", _Context(), call, OK, 0.0012, _answered(task_id), None)
+    return access_log.write("SendMessage", _arrival(), call, OK, 0.0012, _answered(task_id), None)
 
 
 def test_a_json_handler_writes_the_line_its_formatter_makes_of_the_record() -> None:
@@ -464,11 +456,11 @@ LINES: dict[str, tuple[CallContext | None, Outcome, Any, int | None]] = {
 @pytest.mark.parametrize("shape", sorted(LINES))
 def test_every_kind_of_line_is_the_same_written_straight_or_as_a_record(shape: str) -> None:
     call, outcome, response, events = LINES[shape]
-    context = _Context((("a2a-version", "0.3"), ("a2a-extensions", f"{OPTIONAL}, {UNDECLARED}")))
+    arrival = _arrival((("a2a-version", "0.3"), ("a2a-extensions", f"{OPTIONAL}, {UNDECLARED}")))
     direct, stream = _json_logger(f"direct.{shape}")
     records = _Records()
     for logger in (direct, _isolated_logger(f"recorded.{shape}", records)):
-        assert AccessLog(logger).write("GetTask", context, call, outcome, 0.0012, response, events)
+        assert AccessLog(logger).write("GetTask", arrival, call, outcome, 0.0012, response, events)
     line = json.loads(stream.getvalue())
     expected = json.loads(JsonFormatter().format(records.records[0]))
     assert list(line)[3:] == list(expected)[3:]  # after time, level and logger: the same keys, in order
@@ -480,7 +472,7 @@ async def test_json_lines_written_while_the_loop_runs_are_written_together_soon_
     access_log = AccessLog(logger)
     for task_id in ("task-1", "task-2"):
         assert _write(access_log, task_id)
-    assert access_log.write("GetTask", _Context(), None, Outcome(grpc.StatusCode.UNAUTHENTICATED), 0.001, None, None)
+    assert access_log.write("GetTask", _arrival(), None, Outcome(grpc.StatusCode.UNAUTHENTICATED), 0.001, None, None)
     assert stream.getvalue() == ""  # made and written at the next flush
     await asyncio.sleep(FLUSH_SECONDS * 4)
     lines = [json.loads(line) for line in stream.getvalue().splitlines()]
@@ -491,7 +483,7 @@ async def test_json_lines_written_while_the_loop_runs_are_written_together_soon_
     ]
     assert _write(access_log, "task-3")
     failed = Outcome(grpc.StatusCode.INTERNAL, "INTERNAL", error=RuntimeError(STORE_FAILURE), unexpected=True)
-    assert access_log.write("GetTask", _Context(), CallContext(), failed, 0.001, None, None)
+    assert access_log.write("GetTask", _arrival(), CallContext(), failed, 0.001, None, None)
     lines = [json.loads(line) for line in stream.getvalue().splitlines()]  # at once: the ERROR line and those before
     assert [(line["level"], line.get("task_id")) for line in lines[3:]] == [("INFO", "task-3"), ("ERROR", None)]
     assert STORE_FAILURE in lines[-1]["exception"]

@@ -38,6 +38,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
+from a2a_grpc.arrival import Arrival
 from a2a_grpc.call import CallContext
 from a2a_grpc.extensions import parse_extension_values
 from a2a_grpc.protocol import EXTENSIONS_HEADER, VERSION_HEADER
@@ -80,23 +81,23 @@ class AccessLog:
     def write(
         self,
         method: str,
-        context: Any,
+        arrival: Arrival,
         call: CallContext | None,
         outcome: Outcome,
         seconds: float,
         response: Any,
         events: int | None,
     ) -> bool:
-        """Log a finished call: `call` is None when the call was refused before it was admitted, `response`
-        the unary response or a stream's first event, `events` a stream's count. False when the logger
-        drops the line (its level is above the line's)."""
+        """Log a finished call: `arrival` what it arrived with (its peer, and the headers of a call refused
+        before it was admitted, when `call` is None), `response` the unary response or a stream's first
+        event, `events` a stream's count. False when the logger drops the line (its level is above the line's)."""
         fault = outcome.fault
         if not self._log.isEnabledFor(logging.ERROR if fault else logging.INFO):
             return False
         handlers = None if fault else self._json_handlers()
         if handlers is None:
             self.flush()  # the lines before this one first
-            self._handle(method, context, call, outcome, seconds, response, events)
+            self._handle(method, arrival, call, outcome, seconds, response, events)
             return True
         if handlers != self._handlers:
             self.flush()
@@ -104,15 +105,14 @@ class AccessLog:
         now = time.time()
         if call is None or outcome.details:  # a refusal: its line made now, from the request's headers
             formatter = cast(JsonFormatter, handlers[0].formatter)
-            fields = _fields(method, context, call, outcome, seconds, response, events)
+            fields = _fields(method, arrival, call, outcome, seconds, response, events)
             self._pending.append(formatter.line(now, "INFO", self._log.name, fields))
         else:
-            peer = context.peer()
             self._pending.append(
                 (
                     now,
                     method,
-                    peer,
+                    arrival.peer,
                     call.principal,
                     call.tenant,
                     call.version,
@@ -166,7 +166,7 @@ class AccessLog:
     def _handle(
         self,
         method: str,
-        context: Any,
+        arrival: Arrival,
         call: CallContext | None,
         outcome: Outcome,
         seconds: float,
@@ -176,7 +176,7 @@ class AccessLog:
         """Log the line as a LogRecord: the logger's filters, then every handler it reaches, as `log.info`
         (or `log.error`, with the traceback) would."""
         log = self._log
-        fields = _fields(method, context, call, outcome, seconds, response, events)
+        fields = _fields(method, arrival, call, outcome, seconds, response, events)
         line = AccessLine(fields)
         if outcome.fault or logging.getLogRecordFactory() is not logging.LogRecord:
             error = outcome.error if outcome.fault else None
@@ -274,7 +274,7 @@ class AccessLog:
 
 def _fields(
     method: str,
-    context: Any,
+    arrival: Arrival,
     call: CallContext | None,
     outcome: Outcome,
     seconds: float,
@@ -286,7 +286,7 @@ def _fields(
     if outcome.reason:
         fields["reason"] = outcome.reason
     fields["duration_ms"] = round(seconds * 1000.0, 3)
-    fields["peer"] = context.peer()
+    fields["peer"] = arrival.peer
     if call is not None:
         if call.principal:
             fields["principal"] = call.principal
@@ -295,7 +295,7 @@ def _fields(
         fields["version"] = call.version
         requested, activated = call.requested_extensions, call.activated_extensions
     else:  # refused while being admitted: what its headers asked for
-        metadata = context.invocation_metadata() or ()
+        metadata = arrival.metadata
         version = next((str(value) for key, value in metadata if key == VERSION_HEADER), "")
         if version:
             fields["version"] = _bounded(version)

@@ -17,6 +17,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from a2a_grpc.arrival import Arrival
 from a2a_grpc.call import CallContext
 from a2a_grpc.errors import InternalError
 from a2a_grpc.telemetry.access_log import AccessLog
@@ -26,15 +27,16 @@ from a2a_grpc.telemetry.outcome import OK, outcome_of
 if TYPE_CHECKING:
     from a2a_grpc.telemetry.tracing import ServerSpan, Tracing
 
-# (method, grpc context) -> the call's context, or raises its refusal (awaited: authentication may fetch keys)
-Admit = Callable[[str, Any], Awaitable[CallContext]]
+# (method, what the call arrived with, grpc context) -> the call's context, or raises its refusal (awaited:
+# authentication may fetch keys)
+Admit = Callable[[str, Arrival, Any], Awaitable[CallContext]]
 # (request, call, grpc context) -> (what `Behave` takes: the parsed request, say; the call bound to its tenant).
 # What it returns may hold a resource (a stream's slot) that only `Behave` hands on: call `Behave` with it at
 # once, with no await or anything that may raise in between.
 Prepare = Callable[[bytes, CallContext, Any], Awaitable[tuple[Any, CallContext]]]
 Served = TypeVar("Served")
-# (what `Prepare` made, call, grpc context) -> the response, or the stream's events
-Behave = Callable[[Any, CallContext, Any], Awaitable[Served]]
+# (what `Prepare` made, call) -> the response, or the stream's events
+Behave = Callable[[Any, CallContext], Awaitable[Served]]
 Handler = Callable[[bytes, Any], Awaitable[Any]]
 StreamOpener = Callable[[bytes, Any], Awaitable[AsyncIterator[Any]]]
 
@@ -54,20 +56,21 @@ class CallObserver:
 
         async def observed(request: bytes, context: Any) -> Any:
             started = clock()
-            span = tracing.server_span(method, context) if tracing is not None else None
+            arrival = Arrival.of(context)
+            span = tracing.server_span(method, arrival) if tracing is not None else None
             call = None
             try:
-                call = await admit(method, context)
+                call = await admit(method, arrival, context)
                 if span is not None:
                     call = span.bind(call)
                 prepared, call = await prepare(request, call, context)
-                response = await behave(prepared, call, context)
+                response = await behave(prepared, call)
             except BaseException as error:
-                replacement = end.failed(error, context, call, started, None, None, span)
+                replacement = end.failed(error, arrival, call, started, None, None, span)
                 if replacement is None:
                     raise
                 raise replacement from error
-            end.ok(context, call, started, response, None, span)
+            end.ok(arrival, call, started, response, None, span)
             return response
 
         return observed
@@ -83,7 +86,7 @@ class CallObserver:
         tracing = self._tracing
 
         async def counted(
-            events: AsyncIterator[Any], context: Any, call: CallContext, started: float, span: ServerSpan | None
+            events: AsyncIterator[Any], arrival: Arrival, call: CallContext, started: float, span: ServerSpan | None
         ) -> AsyncIterator[Any]:
             if metrics is not None:
                 metrics.streams.inc()
@@ -98,31 +101,32 @@ class CallObserver:
                         metrics.events.inc()
                     yield event
             except BaseException as error:
-                replacement = end.failed(error, context, call, started, first, count, span)
+                replacement = end.failed(error, arrival, call, started, first, count, span)
                 if replacement is None:
                     raise
                 raise replacement from error
             finally:
                 if metrics is not None:
                     metrics.streams.dec()
-            end.ok(context, call, started, first, count, span)
+            end.ok(arrival, call, started, first, count, span)
 
         async def observed(request: bytes, context: Any) -> AsyncIterator[Any]:
             started = clock()
-            span = tracing.server_span(method, context) if tracing is not None else None
+            arrival = Arrival.of(context)
+            span = tracing.server_span(method, arrival) if tracing is not None else None
             call = None
             try:
-                call = await admit(method, context)
+                call = await admit(method, arrival, context)
                 if span is not None:
                     call = span.bind(call)
                 prepared, call = await prepare(request, call, context)
-                events = await open_stream(prepared, call, context)
+                events = await open_stream(prepared, call)
             except BaseException as error:
-                replacement = end.failed(error, context, call, started, None, 0, span)
+                replacement = end.failed(error, arrival, call, started, None, 0, span)
                 if replacement is None:
                     raise
                 raise replacement from error
-            return counted(events, context, call, started, span)
+            return counted(events, arrival, call, started, span)
 
         return observed
 
@@ -139,7 +143,7 @@ class _Ending:
 
     def ok(
         self,
-        context: Any,
+        arrival: Arrival,
         call: CallContext,
         started: float,
         response: Any,
@@ -150,14 +154,14 @@ class _Ending:
         if self.metrics is not None:
             self.metrics.finished(OK, seconds, call)
         if self.access_log is not None:
-            self.access_log.write(self.method, context, call, OK, seconds, response, events)
+            self.access_log.write(self.method, arrival, call, OK, seconds, response, events)
         if span is not None:
             span.end(OK, call, response, events)
 
     def failed(
         self,
         error: BaseException,
-        context: Any,
+        arrival: Arrival,
         call: CallContext | None,
         started: float,
         response: Any,
@@ -166,13 +170,13 @@ class _Ending:
     ) -> BaseException | None:
         """Record a call that raised `error`; returns the exception to raise instead, if any."""
         seconds = time.perf_counter() - started
-        outcome = outcome_of(error, context)
+        outcome = outcome_of(error, arrival)
         if self.metrics is not None:
             self.metrics.finished(outcome, seconds, call)
         if span is not None:
             span.end(outcome, call, response, events)
         logged = self.access_log is not None and self.access_log.write(
-            self.method, context, call, outcome, seconds, response, events
+            self.method, arrival, call, outcome, seconds, response, events
         )
         if outcome.unexpected and logged:
             return InternalError("internal error")

@@ -6,14 +6,13 @@ itself; this is the read-only view of that mapping the access log and the metric
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
 
 import grpc
 
+from a2a_grpc.arrival import CALL_OVER, Arrival
 from a2a_grpc.errors import A2AError
 
 StatusCode = grpc.StatusCode
@@ -44,17 +43,12 @@ class Outcome:
 OK = Outcome(StatusCode.OK)
 
 
-def outcome_of(error: BaseException, context: Any) -> Outcome:
-    """How a call that raised `error` ends, `context` being its grpc.aio servicer context."""
+def outcome_of(error: BaseException, arrival: Arrival) -> Outcome:
+    """How a call that raised `error` ends, `arrival` being what it arrived with (its deadline)."""
     if isinstance(error, A2AError):
         return Outcome(error.code, error.reason, error.metadata or _NO_DETAILS, error)
-    if isinstance(error, grpc.aio.AbortError):  # ended with a status already
-        code = context.code()
-        return Outcome(code if isinstance(code, grpc.StatusCode) else StatusCode.UNKNOWN, error=error)
-    if isinstance(error, asyncio.CancelledError | GeneratorExit):  # the client went away, or its deadline passed
-        remaining = context.time_remaining()
-        expired = remaining is not None and remaining <= 0
-        return Outcome(StatusCode.DEADLINE_EXCEEDED if expired else StatusCode.CANCELLED, error=error)
+    if isinstance(error, CALL_OVER):  # the client went away, or its deadline passed
+        return Outcome(StatusCode.DEADLINE_EXCEEDED if arrival.expired else StatusCode.CANCELLED, error=error)
     if not isinstance(error, Exception):  # SystemExit and the like: the guard lets them through to grpc
         return Outcome(StatusCode.UNKNOWN, error=error)
     return Outcome(StatusCode.INTERNAL, "INTERNAL", error=error, unexpected=True)

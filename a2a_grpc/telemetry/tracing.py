@@ -42,6 +42,7 @@ from opentelemetry.context import Context
 from opentelemetry.propagators.textmap import Getter, Setter
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, TracerProvider
 
+from a2a_grpc.arrival import Arrival
 from a2a_grpc.call import CallContext
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.protocol import SERVICE_NAME
@@ -114,9 +115,9 @@ class Tracing:
 
     # ---- server ------------------------------------------------------------------------------
 
-    def server_span(self, method: str, context: Any) -> ServerSpan:
-        """The span of the call of `method` that `context` (its grpc.aio servicer context) serves."""
-        parent = propagate.extract(context.invocation_metadata() or (), getter=METADATA_GETTER)
+    def server_span(self, method: str, arrival: Arrival) -> ServerSpan:
+        """The span of the call of `method` that arrived with `arrival` (its headers carry the parent)."""
+        parent = propagate.extract(arrival.metadata, getter=METADATA_GETTER)
         span = self.tracer.start_span(
             f"{SERVICE_NAME}/{method}",
             parent,

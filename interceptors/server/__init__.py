@@ -29,10 +29,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import grpc
 from google.protobuf import message_factory
 
+from a2a_grpc.arrival import CALL_OVER, Arrival
 from a2a_grpc.auth import ANONYMOUS, CardAuthenticator
 from a2a_grpc.call import CallContext
 from a2a_grpc.encoding import encode_response
-from a2a_grpc.errors import Metadata
 from a2a_grpc.extensions import ExtensionRegistry, Negotiation
 from a2a_grpc.interceptors.server.auth import Authenticate, authentication
 from a2a_grpc.interceptors.server.errors import Parse, guard_stream, guard_unary, parse_request
@@ -56,8 +56,8 @@ __all__ = ["WORKER_TRAILER", "ExtensionNegotiator", "Limits", "ServerChain", "Ve
 
 WORKER_TRAILER = "a2a-grpc-worker"  # the pid of the worker process that served the call
 
-# A streaming servicer method: (request, call, grpc context) -> an async iterator of events.
-StreamBehavior = Callable[[Any, CallContext, Any], AsyncIterator[Any]]
+# A streaming servicer method: (request, call) -> an async iterator of events.
+StreamBehavior = Callable[[Any, CallContext], AsyncIterator[Any]]
 Served = TypeVar("Served")
 
 
@@ -96,24 +96,25 @@ class ServerChain:
         observed = access_log is not None or metrics is not None or tracing is not None
         self._observer = CallObserver(access_log, metrics, tracing) if observed else None
 
-    async def admit(self, method: str, context: Any) -> CallContext:
+    async def admit(self, method: str, arrival: Arrival, context: Any) -> CallContext:
         """The call's context, once every check accepted it (each refusal raises its A2AError)."""
-        metadata: Metadata = context.invocation_metadata() or ()
+        metadata = arrival.metadata
         principal = await self._authenticate(metadata, context) if self._authenticate is not None else ANONYMOUS
         if self.limits.rate_limited:
-            self.limits.take_request(caller_of(principal.name, context))
+            self.limits.take_request(caller_of(principal.name, arrival.peer))
         version = self._check_version(metadata)
         negotiation: Negotiation = self._negotiate(metadata) if self._negotiate is not None else NO_NEGOTIATION
         return CallContext(
             method,
             metadata,
-            context.time_remaining,
+            arrival.time_remaining,
             principal.name,
             version,
             negotiation.requested,
             negotiation.activated,
             negotiation.echo,
             claims=principal.claims,
+            peer=arrival.peer,
         )
 
     def method_handlers(self, servicer: Any) -> dict[str, grpc.RpcMethodHandler]:
@@ -157,7 +158,7 @@ class ServerChain:
         tenants = self.tenants
 
         async def prepare(request: bytes, call: CallContext, context: Any) -> tuple[Any, CallContext]:
-            release = limits.open_stream(caller_of(call.principal, context))
+            release = limits.open_stream(caller_of(call.principal, call.peer))
             try:
                 if call.echo:
                     await send_echo(context, call.echo, headers=True)
@@ -169,10 +170,10 @@ class ServerChain:
                 raise
             return (parsed, release), call
 
-        async def open_stream(prepared: Any, call: CallContext, context: Any) -> AsyncIterator[Any]:
+        async def open_stream(prepared: Any, call: CallContext) -> AsyncIterator[Any]:
             parsed, release = prepared
             try:
-                events = behavior(parsed, call, context)
+                events = behavior(parsed, call)
             except BaseException:
                 release()
                 raise
@@ -201,8 +202,8 @@ class ServerChain:
         admit = self.admit
 
         async def admitted(request: bytes, context: Any) -> Served:
-            prepared, call = await prepare(request, await admit(name, context), context)
-            return await behave(prepared, call, context)
+            prepared, call = await prepare(request, await admit(name, Arrival.of(context), context), context)
+            return await behave(prepared, call)
 
         return admitted
 
@@ -213,10 +214,18 @@ class ServerChain:
         if not trailer:
             return handle
 
+        def stamp(context: Any) -> None:
+            context.set_trailing_metadata((*context.trailing_metadata(), *trailer))
+
         async def stamped(request: bytes, context: Any) -> Served:
             try:
-                return await handle(request, context)
-            finally:
-                context.set_trailing_metadata((*context.trailing_metadata(), *trailer))
+                served = await handle(request, context)
+            except CALL_OVER:
+                raise
+            except BaseException:
+                stamp(context)
+                raise
+            stamp(context)
+            return served
 
         return stamped

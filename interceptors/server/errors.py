@@ -7,12 +7,14 @@ generic message: grpc.aio's default (UNKNOWN carrying the exception text) would 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import grpc
 
+from a2a_grpc.arrival import seen_call_over
 from a2a_grpc.errors import A2AError, InternalError, InvalidRequestError, status_message, status_trailers
 
 log = logging.getLogger(__name__)
@@ -54,15 +56,20 @@ def parse_request(parse: Parse, request: bytes) -> Any:
 
 
 async def fail(context: Any, method: str, error: Exception) -> None:
-    """End the call with the status `error` stands for."""
+    """End the call with the status `error` stands for; a call already over is left alone (a2a_grpc.arrival)."""
     if isinstance(error, grpc.aio.AbortError):  # the call was already ended with its status
         raise error
     if not isinstance(error, A2AError):
         log.error("unexpected error in %s", method, exc_info=error)
-        error = InternalError("internal error")
-    await abort(context, error)
+    if seen_call_over(error):
+        raise asyncio.CancelledError from error
+    await abort(context, error if isinstance(error, A2AError) else InternalError("internal error"))
 
 
 async def abort(context: Any, error: A2AError) -> None:
-    """End the call with `error`, keeping the trailers already set."""
-    await context.abort(error.code, status_message(error), status_trailers(error, context.trailing_metadata()))
+    """End the call with `error`, keeping the trailers already set. A call that ended meanwhile (its deadline
+    passed, its client went away) cannot take a status any more: it ends as cancelled, which grpc expects."""
+    try:
+        await context.abort(error.code, status_message(error), status_trailers(error, context.trailing_metadata()))
+    except grpc.aio.InternalError as over:  # grpc core refused to send the status (ExecuteBatchError)
+        raise asyncio.CancelledError from over

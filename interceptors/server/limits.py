@@ -29,11 +29,10 @@ MAX_IDLE_BUCKETS = 10_000
 Release = Callable[[], None]
 
 
-def caller_of(principal: str, context: Any) -> str:
+def caller_of(principal: str, peer: str) -> str:
     """Whom a call counts against: its principal, else its peer's address without the port."""
     if principal:
         return "principal:" + principal
-    peer = str(context.peer() or "")
     if peer.startswith(("ipv4:", "ipv6:")):
         return peer.rpartition(":")[0]
     return peer
