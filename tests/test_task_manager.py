@@ -7,9 +7,12 @@ import asyncio
 from conftest import send_request
 
 from a2a_grpc.agents.echo import EchoAgent
+from a2a_grpc.agents.writer import WriterAgent
 from a2a_grpc.call import CallContext
+from a2a_grpc.errors import TaskNotCancelableError
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.store import MemoryStore
+from a2a_grpc.store.base import LoadedTask
 from a2a_grpc.tasks import TaskManager
 
 
@@ -28,3 +31,49 @@ async def test_a_run_cancelled_before_its_agent_starts_fails_its_task_and_answer
     stored = await store.get_task(run.task_id, "p")
     assert stored is not None
     assert stored.status.state == a2a_pb2.TASK_STATE_FAILED
+
+
+class HeldFirstLoad(MemoryStore):
+    """A memory store whose first load of a task reads it at once but answers only once `answer` is set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.loads = 0
+        self.loading = asyncio.Event()
+        self.answer = asyncio.Event()
+
+    async def load_task(self, task_id: str, owner: str) -> LoadedTask | None:
+        self.loads += 1
+        self.loading.set()
+        loaded = await super().load_task(task_id, owner)
+        if self.loads == 1:
+            await self.answer.wait()
+        return loaded
+
+
+async def test_a_load_under_way_is_shared_so_a_task_never_has_two_live_entries() -> None:
+    """Two CancelTasks of a task that waits for input, the first one's load held: the second must not load
+    the task again, cancel it and forget it before the first load answers with the task as it was (two
+    live entries would both write the next version: one of them fails as a conflict, INTERNAL to its caller).
+    Exactly one cancel succeeds and the other finds the task already canceled."""
+    store = HeldFirstLoad()
+    manager = TaskManager(store, WriterAgent(chunk_delay=0))
+    call = CallContext(principal="p")
+    run = await manager.submit(send_request("the sea"), call)
+    await run.settled
+    await run.live.durable()
+    await asyncio.wait_for(run.runner, 5)  # type: ignore[arg-type]
+    assert manager._tasks.get(run.task_id) is None  # released: the next request loads it from the store
+    first = asyncio.ensure_future(manager.cancel(run.task_id, call))
+    await store.loading.wait()
+    second = asyncio.ensure_future(manager.cancel(run.task_id, call))
+    for _ in range(100):  # loop turns, not time: plenty for the second cancel to finish unless it waits
+        await asyncio.sleep(0)
+    store.answer.set()
+    outcomes = await asyncio.gather(first, second, return_exceptions=True)
+    canceled = [outcome for outcome in outcomes if isinstance(outcome, a2a_pb2.Task)]
+    refused = [outcome for outcome in outcomes if isinstance(outcome, TaskNotCancelableError)]
+    assert len(canceled) == 1 and len(refused) == 1, outcomes
+    assert store.loads == 1
+    stored = await store.get_task(run.task_id, "p")
+    assert stored is not None and stored.status.state == a2a_pb2.TASK_STATE_CANCELED

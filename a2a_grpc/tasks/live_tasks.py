@@ -3,6 +3,8 @@ forgotten when nobody needs it any more, and the subscribers that watch them."""
 
 from __future__ import annotations
 
+import asyncio
+import functools
 from collections.abc import Iterator
 
 from a2a_grpc.call import CallContext
@@ -19,6 +21,7 @@ class LiveTasks:
         self.store = store
         self.subscriber_buffer_bytes = subscriber_buffer_bytes
         self._by_id: dict[str, LiveTask] = {}
+        self._loading: dict[tuple[str, str], asyncio.Future[LiveTask | None]] = {}  # see _loaded
 
     def __iter__(self) -> Iterator[LiveTask]:
         """The live tasks as they are now (a copy: entries may come and go while the caller goes through it)."""
@@ -46,17 +49,40 @@ class LiveTasks:
         """
         live = self._by_id.get(task_id)
         if live is None or not self.current(live):
-            loaded = await self.store.load_task(task_id, call.owner)
-            live = self._by_id.get(task_id)  # another call may have loaded it meanwhile
-            if live is not None and loaded is not None and not self.current(live) and loaded.version > live.version:
-                live.task, live.version, live.seq = loaded
-                live.replaced = 0
-            elif live is None:
-                if loaded is None:
-                    raise not_found(task_id)
-                task, version, seq = loaded
-                live = self._by_id[task_id] = LiveTask(task, call.owner, version, seq)
+            live = await self._loaded(task_id, call.owner)
+            if live is None:
+                raise not_found(task_id)
         check_visible(task_id, live.owner, call, live.shown)
+        return live
+
+    def _loaded(self, task_id: str, owner: str) -> asyncio.Future[LiveTask | None]:
+        """One load of the task from the store at a time, whoever asks meanwhile (None: not the owner's).
+
+        A second load begun while a first is under way could read the task before the first's changes are
+        stored and come back after its live entry was released: two live entries, two writes of one
+        version. Shared, a load's result becomes the live entry once, in the load itself; shielded, one
+        caller giving up does not cancel it for the others."""
+        key = (task_id, owner)
+        loading = self._loading.get(key)
+        if loading is None:
+            loading = self._loading[key] = asyncio.ensure_future(self._load(task_id, owner))
+            loading.add_done_callback(functools.partial(self._load_done, key))
+        return asyncio.shield(loading)
+
+    def _load_done(self, key: tuple[str, str], loading: asyncio.Future[LiveTask | None]) -> None:
+        del self._loading[key]
+        if not loading.cancelled():
+            loading.exception()  # retrieved here: every caller may have given up waiting for it
+
+    async def _load(self, task_id: str, owner: str) -> LiveTask | None:
+        loaded = await self.store.load_task(task_id, owner)
+        live = self._by_id.get(task_id)  # another owner's load, or a new task of this id, may have made it
+        if live is not None and loaded is not None and not self.current(live) and loaded.version > live.version:
+            live.task, live.version, live.seq = loaded
+            live.replaced = 0
+        elif live is None and loaded is not None:
+            task, version, seq = loaded
+            live = self._by_id[task_id] = LiveTask(task, owner, version, seq)
         return live
 
     def release(self, live: LiveTask) -> None:
