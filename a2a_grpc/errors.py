@@ -210,7 +210,8 @@ class UnavailableError(A2AError):
 
 
 class StorageUnavailableError(UnavailableError):
-    """Not an A2A error: the server cannot store anything right now (its storage is full); retry later."""
+    """Not an A2A error: the server cannot store or read tasks right now (its storage is full, or cannot be
+    reached); retry later."""
 
     reason = "STORAGE_UNAVAILABLE"
 

@@ -71,6 +71,7 @@ class PushWorker:
         # The last claim took as many webhooks as there were free couriers: more may be due, so a courier
         # that ends wakes the claim loop (else the rest would wait for the next sweep, `couriers` per sweep).
         self._claim_full = False
+        self._claims_failing = False  # the last claim failed (logged once until one succeeds)
         self._wakeup = asyncio.Event()
         self._loop_task: asyncio.Task[None] | None = None
         self._stopping = False
@@ -134,8 +135,13 @@ class PushWorker:
                 self.claimer, self.settings.claim_seconds, free, task_ids, EVENT_PAGE
             )
         except Exception as error:  # the store is unreachable: the next sweep retries
-            log.warning("could not look for due push notifications: %s", error)
+            if not self._claims_failing:  # once per outage
+                log.warning("could not look for due push notifications; retrying every sweep: %s", error)
+                self._claims_failing = True
             return []
+        if self._claims_failing:
+            log.warning("looking for due push notifications again")
+            self._claims_failing = False
         self._claim_full = len(targets) >= free
         if self._claim_full:  # what was left out is claimed once a courier is free
             self._due |= woken - {target.config.task_id for target in targets}

@@ -19,12 +19,15 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol
 
+from a2a_grpc.errors import StorageUnavailableError
 from a2a_grpc.generated import a2a_pb2
 
 # A page of a task's event log ends early at the event whose body brings it to this many bytes.
 EVENT_PAGE_BYTES = 4 * 1024 * 1024
 # Events `prune_events` deletes per store write, so that other writes go between its batches.
 PRUNE_BATCH_EVENTS = 10_000
+# A call refused because the store is unavailable is told to retry this much later (RetryInfo).
+STORE_RETRY_SECONDS = 1.0
 
 # Told of each commit a store makes: how long it took (seconds) and how many task writes it carried.
 CommitObserver = Callable[[float, int], None]
@@ -36,6 +39,20 @@ class StoreError(Exception):
 
 class StorageFullError(StoreError):
     """The store has no room for a write (a full disk, or a size cap): writes fail until space is freed."""
+
+
+class StoreUnavailableError(StoreError, StorageUnavailableError):
+    """The store cannot be reached or read right now: its database is stopped or restarting, a connection
+    was lost, its disk fails. An A2A error as it is, so a call it reaches ends with UNAVAILABLE, reason
+    STORAGE_UNAVAILABLE and a RetryInfo, never INTERNAL. `str()` is the cause, for the server's log; the
+    caller gets only `message`."""
+
+    def __init__(self, cause: str) -> None:
+        super().__init__("the task store is unavailable; retry later", retry_delay=STORE_RETRY_SECONDS)
+        self.cause = cause
+
+    def __str__(self) -> str:
+        return self.cause
 
 
 class VersionConflictError(StoreError):

@@ -113,24 +113,24 @@ class PostgresStore:
         if self._open is not None:
             return
         asyncpg = import_asyncpg()
+        pool = asyncpg.create_pool(
+            self.url,
+            min_size=0,  # no floor to restore: asyncpg would log a traceback a second while the database is down
+            max_size=self.pool_size,
+            command_timeout=STATEMENT_SECONDS,
+            server_settings=_SESSION_SETTINGS,
+        )
         try:
             with translated("cannot open the task store"):
-                pool = await asyncpg.create_pool(
-                    self.url,
-                    min_size=1,
-                    max_size=self.pool_size,
-                    command_timeout=STATEMENT_SECONDS,
-                    server_settings=_SESSION_SETTINGS,
-                )
+                await pool
+                async with pool.acquire() as conn:  # the first connection: where a bad URL or address shows
+                    await create_schema(conn)
+                await replicas.heartbeat(pool, self.replica_id)
         except (ValueError, TypeError, OverflowError):  # the message may quote a piece of the password
+            await pool.close()
             raise StoreError(
                 "cannot open the task store: not a valid PostgreSQL URL (percent-encode special characters)"
             ) from None
-        try:
-            with translated("cannot open the task store"):
-                async with pool.acquire() as conn:
-                    await create_schema(conn)
-                await replicas.heartbeat(pool, self.replica_id)
         except BaseException:
             await pool.close()
             raise

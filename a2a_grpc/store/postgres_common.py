@@ -6,9 +6,12 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any, Final
 
-from a2a_grpc.store.base import StorageFullError, StoreError
+from a2a_grpc.store.base import StorageFullError, StoreError, StoreUnavailableError
 
 _DISK_FULL: Final = "53100"  # SQLSTATE disk_full: also "could not extend file" on a full disk
+# SQLSTATE classes of a database out of reach: connection exceptions (08), and the server shutting down,
+# crashed or not yet accepting connections (57P01-57P03), a statement cancelled by its timeout (57014)
+_UNREACHABLE: Final = ("08", "57P", "57014")
 
 
 def import_asyncpg() -> Any:
@@ -32,10 +35,17 @@ def translated(prefix: str = "postgresql") -> Iterator[None]:
 
 
 def as_store_error(exc: BaseException, prefix: str = "postgresql") -> BaseException:
+    """StorageFullError for a full disk; StoreUnavailableError when the database cannot be reached or is
+    going away (a refused or lost connection, a server shutting down or starting, a timeout); StoreError for
+    any other database error; anything else as it is."""
     asyncpg = import_asyncpg()
-    if getattr(exc, "sqlstate", None) == _DISK_FULL:
+    sqlstate = getattr(exc, "sqlstate", None) or ""
+    if sqlstate == _DISK_FULL:
         return StorageFullError(f"{prefix}: {exc}")
-    if isinstance(exc, asyncpg.PostgresError | asyncpg.InterfaceError | OSError | TimeoutError):
+    lost = asyncpg.InterfaceError | asyncpg.InternalClientError | OSError | TimeoutError  # a connection gone bad
+    if sqlstate.startswith(_UNREACHABLE) or isinstance(exc, lost):
+        return StoreUnavailableError(f"{prefix}: {exc}")
+    if isinstance(exc, asyncpg.PostgresError):
         return StoreError(f"{prefix}: {exc}")
     return exc
 

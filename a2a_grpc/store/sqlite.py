@@ -40,13 +40,13 @@ from a2a_grpc.store.base import (
     CommitObserver,
     LoadedTask,
     PushTarget,
-    StorageFullError,
     StoreError,
     TaskEvent,
     TaskPage,
     TaskQuery,
     TaskWrite,
 )
+from a2a_grpc.store.sqlite_errors import as_store_error
 from a2a_grpc.store.sqlite_schema import create_schema
 
 P = ParamSpec("P")
@@ -245,7 +245,7 @@ class SqliteStore:
             conn.execute("COMMIT")
         except sqlite3.Error as exc:
             _rollback(conn)
-            error = _as_store_error(exc, prefix="commit failed")
+            error = as_store_error(exc, prefix="commit failed")
             return [(future, error, None) for _, _, future in jobs]
         self.commit_count += 1
         if self.on_commit is not None:
@@ -308,7 +308,7 @@ def _run_in_savepoint(conn: sqlite3.Connection, run: _Run, payload: object) -> t
             raise  # SQLite rolled the whole transaction back (it does on a full disk): the batch fails
         conn.execute("ROLLBACK TO write")
         conn.execute("RELEASE write")
-        return _as_store_error(exc), None
+        return as_store_error(exc), None
     conn.execute("RELEASE write")
     return None, value
 
@@ -316,14 +316,6 @@ def _run_in_savepoint(conn: sqlite3.Connection, run: _Run, payload: object) -> t
 def _rollback(conn: sqlite3.Connection) -> None:
     with contextlib.suppress(sqlite3.Error):  # no transaction was open
         conn.execute("ROLLBACK")
-
-
-def _as_store_error(exc: BaseException, prefix: str = "sqlite") -> BaseException:
-    if isinstance(exc, sqlite3.Error) and getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL:
-        return StorageFullError(f"{prefix}: {exc}")
-    if isinstance(exc, sqlite3.Error | OSError):
-        return StoreError(f"{prefix}: {exc}")
-    return exc
 
 
 # -- connections (writer and reader threads); the schema is in sqlite_schema ----------------------

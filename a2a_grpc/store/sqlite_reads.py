@@ -12,7 +12,8 @@ from a2a_grpc.artifacts import apply_artifact_chunk
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.protocol import RUNNING_STATES
 from a2a_grpc.store._codec import encode_task_cursor
-from a2a_grpc.store.base import LoadedTask, StoreError, TaskEvent, TaskPage, TaskQuery, bounded_page, check_kept
+from a2a_grpc.store.base import LoadedTask, TaskEvent, TaskPage, TaskQuery, bounded_page, check_kept
+from a2a_grpc.store.sqlite_errors import as_store_error
 
 T = TypeVar("T")
 
@@ -29,7 +30,7 @@ def in_snapshot(conn: sqlite3.Connection, read: Callable[[], T]) -> T:
         finally:
             conn.execute("COMMIT")
     except sqlite3.Error as exc:
-        raise StoreError(f"sqlite: {exc}") from exc
+        raise as_store_error(exc) from exc
 
 
 def get_task(conn: sqlite3.Connection, task_id: str, owner: str) -> a2a_pb2.Task | None:

@@ -1,9 +1,9 @@
 """The write path of live tasks: each change is applied to the live Task, collected into the task's pending
 write, published to its subscribers as the task's next event, and stored at the end of the event-loop turn.
 
-A write the store refuses drops the live task (the next request reloads the stored one). A full store is
-reported from the first write it refuses to the next one it takes; the tasks whose agent it stopped are
-failed then. Push-config changes are writes too, and count for a full store the same way.
+A write the store refuses drops the live task (the next request reloads the stored one). A full store, or
+one that cannot be reached, is reported once, from the first write it refuses to the next one it takes;
+the tasks whose agent it stopped are failed then. Push-config changes are writes too, and count the same way.
 With tracing on, a write opened for a traced run is an `a2a.store.write` span of the run's trace.
 """
 
@@ -20,7 +20,15 @@ from a2a_grpc.errors import A2AError
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.ids import new_id
 from a2a_grpc.protocol import TERMINAL_STATES
-from a2a_grpc.store.base import StorageFullError, TaskEvent, TaskStore, TaskWrite, VersionConflictError
+from a2a_grpc.store.base import (
+    StorageFullError,
+    StoreError,
+    StoreUnavailableError,
+    TaskEvent,
+    TaskStore,
+    TaskWrite,
+    VersionConflictError,
+)
 from a2a_grpc.tasks.live import SETTLED_STATES, LiveTask, copy_artifact, stamp_now
 from a2a_grpc.tasks.live_tasks import LiveTasks
 from a2a_grpc.tasks.rules import changed_meanwhile, storage_unavailable
@@ -52,7 +60,7 @@ class TaskWriter:
         self._tasks = tasks
         self._on_storage_writable = on_storage_writable
         self._on_push_due = on_push_due
-        self._storage_full = False
+        self._refusing: set[type[StoreError]] = set()  # the kinds of outage refusing writes now
         self._unstored: dict[str, str] = {}  # task id -> owner, of tasks left running by a refused write
         self._recoveries: set[asyncio.Future[None]] = set()
         # Tasks given a push config through this process and not final yet: their stored events wake the
@@ -177,7 +185,7 @@ class TaskWriter:
             span.end(error)
         if error is not None:
             error = self._write_failed(live, error)
-        elif self._storage_full:
+        elif self._refusing:
             self._storage_accepted()
         if error is None and created_pushed:
             self._pushed.add(live.task.id)
@@ -204,11 +212,11 @@ class TaskWriter:
         if isinstance(error, VersionConflictError) and self.store.shared:
             log.warning("task %s was changed by another replica meanwhile: %s", live.task.id, error)
             error = changed_meanwhile(live.task.id)
-        elif isinstance(error, StorageFullError):
+        elif isinstance(error, StorageFullError | StoreUnavailableError):
             self._storage_refused(error)
             if live.version > 1:  # stored before: it would stay running with no agent behind it
                 self._unstored[live.task.id] = live.owner
-            error = storage_unavailable()
+            error = error if isinstance(error, StoreUnavailableError) else storage_unavailable()
         else:
             log.error("could not persist task %s: %s", live.task.id, error)
         live.write_error = error
@@ -235,28 +243,38 @@ class TaskWriter:
         await self._write_config(self.store.delete_push_config(owner, task_id, config_id))
 
     async def _write_config(self, write: Awaitable[T]) -> T:
-        """A push-config write: a full store answers UNAVAILABLE and counts as for task writes."""
+        """A push-config write: a full or unavailable store answers UNAVAILABLE and counts as for task writes."""
         try:
             result = await write
         except StorageFullError as error:
             self._storage_refused(error)
             raise storage_unavailable() from None
-        if self._storage_full:
+        except StoreUnavailableError as error:
+            self._storage_refused(error)
+            raise
+        if self._refusing:
             self._storage_accepted()
         return result
 
     # ---- a full store ------------------------------------------------------------------------
 
-    def _storage_refused(self, error: StorageFullError) -> None:
-        """Logged once per incident: from the first write refused for want of space to the next one stored."""
-        if not self._storage_full:
-            self._storage_full = True
+    def _storage_refused(self, error: StorageFullError | StoreUnavailableError) -> None:
+        """Logged once per outage of each kind, from the first write refused for want of space, or because the
+        store could not be reached, to the next one stored. A full store also turns readiness NOT_SERVING (an
+        unreachable one does that by itself: the server's readiness check reads it)."""
+        kind = type(error)
+        if kind in self._refusing:
+            return
+        self._refusing.add(kind)
+        if isinstance(error, StorageFullError):
             log.error("the task store is full; writes fail with UNAVAILABLE until one succeeds again: %s", error)
             if self._on_storage_writable is not None:
                 self._on_storage_writable(False)
+        else:
+            log.warning("the task store cannot be reached; writes fail with UNAVAILABLE until it answers: %s", error)
 
     def _storage_accepted(self) -> None:
-        self._storage_full = False
+        self._refusing.clear()
         log.warning("the task store accepts writes again")
         if self._on_storage_writable is not None:
             self._on_storage_writable(True)
