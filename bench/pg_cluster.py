@@ -97,6 +97,7 @@ class PgCluster:
         self.start_seconds = 0.0
         self._owner: pwd.struct_passwd | None = None
         self._running = False
+        self._options = ""  # the server's settings as pg_ctl's -o, once started
 
     @property
     def data(self) -> Path:
@@ -159,10 +160,9 @@ class PgCluster:
                     "unix_socket_directories": str(self.root),
                     **self.settings,
                 }
-                options = " ".join(f"-c {shlex.quote(f'{key}={value}')}" for key, value in settings.items())
-                pg_ctl = [str(self.bindir / "pg_ctl"), "start", "-D", str(self.data), "-l", str(self.log)]
+                self._options = " ".join(f"-c {shlex.quote(f'{key}={value}')}" for key, value in settings.items())
                 try:
-                    self._run([*pg_ctl, "-w", "-t", str(START_SECONDS), "-o", options], "pg_ctl start")
+                    self._pg_ctl_start()
                     break
                 except RuntimeError:
                     log = self.log.read_text(errors="replace") if self.log.exists() else ""
@@ -176,6 +176,21 @@ class PgCluster:
             raise
         self.start_seconds = time.monotonic() - began
         return self.url
+
+    def _pg_ctl_start(self) -> None:
+        pg_ctl = [str(self.bindir / "pg_ctl"), "start", "-D", str(self.data), "-l", str(self.log)]
+        self._run([*pg_ctl, "-w", "-t", str(START_SECONDS), "-o", self._options], "pg_ctl start")
+
+    def pause(self) -> None:
+        """Stop the server as an outage would (`pg_ctl stop -m fast`: sessions cut), keeping its data and port."""
+        pg_ctl = [str(self.bindir / "pg_ctl"), "stop", "-D", str(self.data), "-m", "fast"]
+        self._run([*pg_ctl, "-w", "-t", str(STOP_SECONDS)], "pg_ctl stop")
+        self._running = False
+
+    def resume(self) -> None:
+        """Start a paused server again, on the same port with the same settings."""
+        self._pg_ctl_start()
+        self._running = True
 
     def postmaster_pid(self) -> int | None:
         """The server's main process (the parent of every other), while it runs."""

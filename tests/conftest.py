@@ -6,7 +6,7 @@ import json
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import grpc
 import pytest
@@ -128,9 +128,15 @@ def started_cluster() -> PgCluster:
     try:
         return start_cluster()
     except PostgresUnavailable as unavailable:
-        if os.environ.get("A2A_GRPC_REQUIRE_POSTGRES") == "1":
-            pytest.fail(f"{unavailable} (A2A_GRPC_REQUIRE_POSTGRES=1)", pytrace=False)
-        pytest.skip(str(unavailable))
+        postgres_missing(str(unavailable))
+        raise
+
+
+def postgres_missing(why: str) -> NoReturn:
+    """Skip the test for want of PostgreSQL, or fail it when A2A_GRPC_REQUIRE_POSTGRES=1 (CI)."""
+    if os.environ.get("A2A_GRPC_REQUIRE_POSTGRES") == "1":
+        pytest.fail(f"{why} (A2A_GRPC_REQUIRE_POSTGRES=1)", pytrace=False)
+    pytest.skip(why)
 
 
 @pytest.fixture
