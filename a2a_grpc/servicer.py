@@ -44,10 +44,12 @@ from a2a_grpc.validation import (
 # A ListTasks page stops early, with a next page token, once its tasks pass this many bytes: every page
 # then fits a client with gRPC's default 4 MiB receive limit (a single larger task still goes out alone).
 MAX_LIST_PAGE_BYTES = 3 * 1024 * 1024
-# Extension payloads are validated in a worker thread when they total this many bytes (~1 ms of
-# validation for the traceability schema), so the event loop keeps serving other calls meanwhile;
-# smaller ones are validated inline, where the thread hop (~40 µs) would cost more than it spares.
+# A SendMessageRequest is validated in a worker thread when its extension payloads total this many bytes
+# (~1 ms of validation for the traceability schema), or the request this many (its JSON values are walked
+# for their nesting, up to ~0.2 µs a byte), so the event loop keeps serving other calls meanwhile; smaller
+# ones are validated inline, where the thread hop (~40 µs) would cost more than it spares.
 INLINE_VALIDATION_BYTES = 2 * 1024
+INLINE_WALK_BYTES = 16 * 1024
 
 StreamEvents: TypeAlias = AsyncIterator[a2a_pb2.StreamResponse | bytes]
 
@@ -81,30 +83,37 @@ class A2AServicer:
     # ---- messages ----------------------------------------------------------------------------
 
     async def _accept_send(self, request: a2a_pb2.SendMessageRequest, call: CallContext) -> None:
+        """The capability first, then the extension payloads' sizes (measured, not walked), then the request
+        as a whole: a large one is walked and its payloads validated in a worker thread, so that the event
+        loop keeps serving other calls meanwhile."""
         configuration = request.configuration
         push_config = configuration.HasField("task_push_notification_config")
-        if push_config and not self._push:  # the capability is checked before the request is validated
+        if push_config and not self._push:
             raise PushNotificationNotSupportedError("this agent does not send push notifications")
-        validate_send(request, self.max_parts)
+        payloads = (
+            self.extensions.schema_payloads(call.activated_extensions, request) if call.activated_extensions else []
+        )
+        _refuse(oversized_payloads(payloads, self.max_extension_payload_bytes))
+        if (
+            sum(payload.size for payload in payloads) < INLINE_VALIDATION_BYTES
+            and request.ByteSize() < INLINE_WALK_BYTES
+        ):
+            self._validate_send(request, payloads)
+        else:
+            await asyncio.to_thread(self._validate_send, request, payloads)
         if push_config:
             path = "configuration.task_push_notification_config."
-            validate_push_config(configuration.task_push_notification_config, path, needs_task_id=False)
             await self._check_destination(configuration.task_push_notification_config.url, path)
-        if call.activated_extensions:
-            payloads = self.extensions.schema_payloads(call.activated_extensions, request)
-            if payloads:
-                await self._check_extension_payloads(payloads)
 
-    async def _check_extension_payloads(self, payloads: list[ExtensionPayload]) -> None:
-        violations = oversized_payloads(payloads, self.max_extension_payload_bytes)
-        if not violations:
-            check = self.extensions.payload_violations
-            if sum(payload.size for payload in payloads) < INLINE_VALIDATION_BYTES:
-                violations = check(payloads)
-            else:
-                violations = await asyncio.to_thread(check, payloads)
-        if violations:
-            raise InvalidRequestError(f"invalid extension data at {violations[0][0]}", violations=violations)
+    def _validate_send(self, request: a2a_pb2.SendMessageRequest, payloads: list[ExtensionPayload]) -> None:
+        """Everything about a SendMessageRequest that reads it whole; safe in a worker thread."""
+        validate_send(request, self.max_parts)
+        configuration = request.configuration
+        if configuration.HasField("task_push_notification_config"):
+            path = "configuration.task_push_notification_config."
+            validate_push_config(configuration.task_push_notification_config, path, needs_task_id=False)
+        if payloads:
+            _refuse(self.extensions.payload_violations(payloads))
 
     async def _put_send_push_config(self, request: a2a_pb2.SendMessageRequest, run: TaskRun, call: CallContext) -> None:
         """Store the request's push config for the task the message continues (a new task stores it with its
@@ -272,3 +281,9 @@ async def _stream(first: a2a_pb2.Task, seq: int, subscriber: Subscriber, call: C
 
 def _history_length(configuration: a2a_pb2.SendMessageConfiguration) -> int | None:
     return configuration.history_length if configuration.HasField("history_length") else None
+
+
+def _refuse(violations: list[tuple[str, str]]) -> None:
+    """An extension payload that is too large or does not fit its schema: INVALID_ARGUMENT naming its place."""
+    if violations:
+        raise InvalidRequestError(f"invalid extension data at {violations[0][0]}", violations=violations)

@@ -4,25 +4,25 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import math
-import time
+import threading
 from typing import Any
 
 import grpc
 import pytest
 from conftest import V1, StartServer, bad_request
 from google.protobuf import struct_pb2
-from grpc_health.v1 import health_pb2, health_pb2_grpc
 from rpc_helpers import make_stub
 
+from a2a_grpc import servicer
 from a2a_grpc.agent import EventPublisher, RequestContext
 from a2a_grpc.cli import add_serve_parser
 from a2a_grpc.client import text_message
 from a2a_grpc.ext import traceability
-from a2a_grpc.extensions import MAX_EXTENSION_PAYLOAD_BYTES, ExtensionPayload, ExtensionRegistry
+from a2a_grpc.extensions import MAX_EXTENSION_PAYLOAD_BYTES, ExtensionPayload
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server import A2AServer
-from a2a_grpc.servicer import INLINE_VALIDATION_BYTES
+from a2a_grpc.servicer import INLINE_VALIDATION_BYTES, INLINE_WALK_BYTES
+from a2a_grpc.validation import validate_send
 
 KEY = traceability.METADATA_KEY
 TRACED = (*V1, ("a2a-extensions", traceability.URI))
@@ -30,10 +30,6 @@ TRACED = (*V1, ("a2a-extensions", traceability.URI))
 STEP = {"step_id": "", "call_type": "TOOL"}
 RAISED_LIMIT = 2 * 1024 * 1024
 PARTS = 10  # with the request and message metadata: 12 payloads at the limit in one request
-HEALTH_INTERVAL = 0.005
-# Validating in a worker thread still takes the GIL from the loop now and then (about 0.12 s at p99 on a
-# busy 2-core machine); on the loop itself, a check would wait for the whole validation (0.4 s and more).
-HEALTH_P99_SECONDS = 0.2
 CALL_TIMEOUT = 20.0
 
 
@@ -80,78 +76,41 @@ def traced_request(trace: dict[str, Any], *, parts: int = 0) -> a2a_pb2.SendMess
     return request
 
 
-def validation_seconds(request: a2a_pb2.SendMessageRequest) -> float:
-    """How long validating the request's traceability payloads takes, here, on this thread."""
-    registry = ExtensionRegistry([traceability.EXTENSION])
-    payloads = registry.schema_payloads([traceability.URI], request)
-    start = time.perf_counter()
-    assert registry.payload_violations(payloads) == []
-    return time.perf_counter() - start
-
-
-async def health_latencies(
-    channel: grpc.aio.Channel, since: float, busy: asyncio.Future[Any]
-) -> list[tuple[float, float]]:
-    """(due, latency) of health checks due every HEALTH_INTERVAL from `since` until `busy` is done, each
-    timed from when it was due: a stalled event loop shows as the wait of every check it delayed."""
-    check = health_pb2_grpc.HealthStub(channel).Check
-    loop = asyncio.get_running_loop()
-
-    async def timed_check(due: float) -> tuple[float, float]:
-        response = await check(health_pb2.HealthCheckRequest(), timeout=CALL_TIMEOUT)
-        assert response.status == health_pb2.HealthCheckResponse.SERVING
-        return due, loop.time() - due
-
-    due = since
-    checks: list[asyncio.Future[tuple[float, float]]] = []
-    while not busy.done():
-        while due <= loop.time():  # every check due by now, however late this loop turn came
-            checks.append(asyncio.ensure_future(timed_check(due)))
-            due += HEALTH_INTERVAL
-        await asyncio.sleep(due - loop.time())
-    return list(await asyncio.gather(*checks))
-
-
-def p99(values: list[float]) -> float:
-    return sorted(values)[math.ceil(0.99 * len(values)) - 1]
-
-
-def watch_validation(server: A2AServer, monkeypatch: pytest.MonkeyPatch) -> tuple[asyncio.Event, list[float]]:
-    """An event set when the server starts validating payloads (on whatever thread), and the start and
-    end times of that validation on the loop's clock."""
+def watch_validation(server: A2AServer, monkeypatch: pytest.MonkeyPatch) -> tuple[asyncio.Event, list[int]]:
+    """An event set when the server starts validating payloads against their schemas, and the threads it
+    validated them on."""
     loop = asyncio.get_running_loop()
     started = asyncio.Event()
-    times: list[float] = []
+    threads: list[int] = []
     validate = server.registry.payload_violations
 
-    def timed(payloads: list[ExtensionPayload]) -> list[tuple[str, str]]:
-        times.append(loop.time())
+    def watched(payloads: list[ExtensionPayload]) -> list[tuple[str, str]]:
+        threads.append(threading.get_ident())
         loop.call_soon_threadsafe(started.set)
-        try:
-            return validate(payloads)
-        finally:
-            times.append(loop.time())
+        return validate(payloads)
 
-    monkeypatch.setattr(server.registry, "payload_violations", timed)
-    return started, times
+    monkeypatch.setattr(server.registry, "payload_violations", watched)
+    return started, threads
 
 
-async def health_while_validating(
-    server: A2AServer, request: a2a_pb2.SendMessageRequest, monkeypatch: pytest.MonkeyPatch
-) -> list[float]:
-    """The latencies of the health checks due while the server validates `request`'s payloads."""
-    started, times = watch_validation(server, monkeypatch)
-    async with (
-        grpc.aio.insecure_channel(server.grpc_target) as sending,
-        grpc.aio.insecure_channel(server.grpc_target) as checking,
-    ):
-        await health_pb2_grpc.HealthStub(checking).Check(health_pb2.HealthCheckRequest(), timeout=CALL_TIMEOUT)
-        send = asyncio.ensure_future(make_stub(sending).SendMessage(request, metadata=TRACED, timeout=CALL_TIMEOUT))
-        await asyncio.wait_for(started.wait(), CALL_TIMEOUT)
-        checks = await health_latencies(checking, times[0], send)
-        response = await send
-    assert response.task.status.state == a2a_pb2.TASK_STATE_COMPLETED
-    return [latency for due, latency in checks if due <= times[1]]
+async def send_traced(server: A2AServer, request: a2a_pb2.SendMessageRequest) -> a2a_pb2.SendMessageResponse:
+    async with grpc.aio.insecure_channel(server.grpc_target) as channel:
+        response: a2a_pb2.SendMessageResponse = await make_stub(channel).SendMessage(
+            request, metadata=TRACED, timeout=CALL_TIMEOUT
+        )
+        return response
+
+
+def watch_walks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The threads the servicer walked SendMessage requests on (validate_send), as they are walked."""
+    threads: list[int] = []
+
+    def watched(request: a2a_pb2.SendMessageRequest, max_parts: int) -> None:
+        threads.append(threading.get_ident())
+        validate_send(request, max_parts)
+
+    monkeypatch.setattr(servicer, "validate_send", watched)
+    return threads
 
 
 @pytest.fixture
@@ -182,29 +141,57 @@ async def test_a_payload_over_the_limit_is_refused_naming_its_key_before_the_sch
     assert agent.runs == 0
 
 
-async def test_health_stays_responsive_while_payloads_at_the_limit_are_validated(
+@pytest.mark.parametrize("limit", [MAX_EXTENSION_PAYLOAD_BYTES, RAISED_LIMIT], ids=["at the limit", "raised"])
+async def test_large_payloads_are_validated_off_the_event_loop(
+    limit: int, start_server: StartServer, agent: TracedAgent, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Validating them takes tens of milliseconds and more: on the loop, every other call would wait."""
+    if limit == MAX_EXTENSION_PAYLOAD_BYTES:  # in the request, the message and every part
+        request = traced_request(largest_trace(limit), parts=PARTS)
+    else:  # one, in the request's metadata
+        request = a2a_pb2.SendMessageRequest(message=text_message("hi"))
+        request.metadata.update({KEY: largest_trace(limit)})
+    server = await start_server(agent=agent, max_extension_payload_bytes=limit)
+    _, threads = watch_validation(server, monkeypatch)
+    walks = watch_walks(monkeypatch)
+    response = await send_traced(server, request)
+    assert response.task.status.state == a2a_pb2.TASK_STATE_COMPLETED
+    loop_thread = threading.get_ident()  # in-process: the server's loop is this test's
+    assert threads and loop_thread not in threads
+    assert walks and loop_thread not in walks
+
+
+async def test_a_large_request_is_walked_off_the_event_loop_and_a_small_one_on_it(
     start_server: StartServer, agent: TracedAgent, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    request = traced_request(largest_trace(MAX_EXTENSION_PAYLOAD_BYTES), parts=PARTS)
-    assert validation_seconds(request) > 1.5 * HEALTH_P99_SECONDS, "on the event loop, this would stall health"
     server = await start_server(agent=agent)
-    latencies = await health_while_validating(server, request, monkeypatch)
-    assert len(latencies) >= 10
-    assert p99(latencies) < HEALTH_P99_SECONDS
-    assert agent.runs == 1
+    walks = watch_walks(monkeypatch)
+    large = a2a_pb2.SendMessageRequest(message=text_message("hi"))
+    large.metadata.update({"notes": [{"n": index} for index in range(INLINE_WALK_BYTES // 4)]})
+    assert large.ByteSize() > INLINE_WALK_BYTES
+    small = a2a_pb2.SendMessageRequest(message=text_message("hi"))
+    for request in (large, small):
+        assert (await send_traced(server, request)).task.status.state == a2a_pb2.TASK_STATE_COMPLETED
+    loop_thread = threading.get_ident()
+    assert walks[0] != loop_thread and walks[1] == loop_thread
 
 
-async def test_health_stays_responsive_while_a_payload_at_a_raised_limit_is_validated(
+async def test_an_oversized_payload_is_refused_before_the_request_is_walked(
     start_server: StartServer, agent: TracedAgent, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """40,000 steps, 1.6 MB: refused for its size as soon as the request is parsed, nothing of it walked."""
+    server = await start_server(agent=agent)
+    validation_started, _ = watch_validation(server, monkeypatch)
+    walks = watch_walks(monkeypatch)
     request = a2a_pb2.SendMessageRequest(message=text_message("hi"))
-    request.metadata.update({KEY: largest_trace(RAISED_LIMIT)})
-    assert validation_seconds(request) > 1.5 * HEALTH_P99_SECONDS, "on the event loop, this would stall health"
-    server = await start_server(agent=agent, max_extension_payload_bytes=RAISED_LIMIT)
-    latencies = await health_while_validating(server, request, monkeypatch)
-    assert len(latencies) >= 10
-    assert p99(latencies) < HEALTH_P99_SECONDS
-    assert agent.runs == 1
+    request.metadata.update({KEY: {"trace_id": "", "steps": [STEP] * 40_000}})
+    assert request.ByteSize() > 1_500_000
+    with pytest.raises(grpc.aio.AioRpcError) as raised:
+        await send_traced(server, request)
+    assert raised.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert [v.field for v in bad_request(raised.value).field_violations] == [f"metadata[{KEY!r}]"]
+    assert walks == [] and not validation_started.is_set()
+    assert agent.runs == 0
 
 
 @pytest.mark.parametrize(

@@ -42,6 +42,7 @@ class Server:
     flags: Sequence[str]
     log_dir: Path
     env: Mapping[str, str] = field(default_factory=dict)
+    agent: str = AGENT
     grpc_port: int = field(default_factory=free_port)
     http_port: int = field(default_factory=free_port)
     process: subprocess.Popen[bytes] | None = None
@@ -68,7 +69,7 @@ class Server:
 
     def argv(self) -> list[str]:
         listen = ["--listen", self.target, "--http-listen", f"127.0.0.1:{self.http_port}"]
-        return [sys.executable, "-m", "a2a_grpc.cli", "serve", *listen, "--agent", AGENT, *self.flags]
+        return [sys.executable, "-m", "a2a_grpc.cli", "serve", *listen, "--agent", self.agent, *self.flags]
 
     def start(self) -> None:
         self.starts += 1
