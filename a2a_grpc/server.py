@@ -277,6 +277,11 @@ class A2AServer:
             log.warning("failed %d task(s) left running by a previous server process", orphans)
         settings = self.settings
         self._access_log = AccessLog() if settings.access_log else None
+        self.limits = Limits(
+            requests_per_second=settings.max_requests_per_second,
+            max_streams_per_caller=settings.max_streams_per_caller,
+            max_streams=settings.max_streams,
+        )
         chain = ServerChain(
             self.registry,
             missing_version_means=settings.missing_version_means,
@@ -287,11 +292,7 @@ class A2AServer:
             access_log=self._access_log,
             metrics=self.metrics,
             tracing=self.tracing,
-            limits=Limits(
-                requests_per_second=settings.max_requests_per_second,
-                max_streams_per_caller=settings.max_streams_per_caller,
-                max_streams=settings.max_streams,
-            ),
+            limits=self.limits,
             max_extensions_per_call=settings.max_extensions_per_call,
             tenants=TenantCheck(interface.tenant for interface in self.card.supported_interfaces),
         )

@@ -282,17 +282,24 @@ def run_serve(
 
 
 class SleepyAgent:
-    """WORKING at once; then, for a message "sleep SECONDS", sleeps that long; then echoes and completes.
+    """WORKING at once; then, for a message "sleep SECONDS", sleeps that long, and for "wait PATH", until the
+    file PATH exists (at most WAIT_SECONDS); then echoes and completes.
 
-    Lets a test hold a unary call in flight inside a server process it can only signal.
+    Lets a test hold a unary call in flight inside a server process it can only signal, and end it when it
+    is done with it ("wait"), however busy the machine.
     """
 
     async def execute(self, context: RequestContext, events: EventPublisher) -> None:
         text = context.text()
         await events.working("sleeping")
-        command, _, seconds = text.partition(" ")
+        command, _, argument = text.partition(" ")
         if command == "sleep":
-            await asyncio.sleep(float(seconds))
+            await asyncio.sleep(float(argument))
+        elif command == "wait":
+            for _ in range(round(WAIT_SECONDS / WAIT_POLL_SECONDS)):
+                if await asyncio.to_thread(os.path.exists, argument):
+                    break
+                await asyncio.sleep(WAIT_POLL_SECONDS)
         await events.artifact(text=text, name="echo", last_chunk=True)
         await events.complete()
 
@@ -301,6 +308,8 @@ class SleepyAgent:
 
 
 SLEEPY_AGENT = "tests.process:SleepyAgent"
+WAIT_SECONDS = 120.0
+WAIT_POLL_SECONDS = 0.01
 
 
 class TickerAgent:

@@ -52,8 +52,7 @@ async def test_racing_cancels_run_the_agents_cancel_once_and_all_see_canceled(
     late = [outcome for outcome in outcomes if not isinstance(outcome, a2a_pb2.Task)]
     assert {answer.status.state for answer in answers} == {a2a_pb2.TASK_STATE_CANCELED}
     assert {answer.id for answer in answers} == set(task_ids)
-    # a cancel that arrives after the first has finished finds the task final (a machine may be that slow)
+    # a cancel that arrives after the first has finished finds the task final (however many, on a slow machine)
     for error in late:
         assert isinstance(error, grpc.aio.AioRpcError) and error_info(error).reason == "TASK_NOT_CANCELABLE", error
-    assert len(late) < len(outcomes) / 2
     assert [record for record in caplog.records if record.levelno >= logging.ERROR] == []

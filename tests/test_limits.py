@@ -50,6 +50,8 @@ async def test_the_rate_limit_refuses_a_caller_with_retry_info_and_serves_the_ot
     start_server: StartServer, clients: Clients
 ) -> None:
     server = await start_server(bearer_tokens=TOKENS, max_requests_per_second=2)
+    now = [1000.0]
+    server.limits._clock = lambda: now[0]  # the buckets' clock stands still unless the test moves it
     stub = clients.stub(server)
     for _ in range(2):  # a burst of one second's worth passes: TASK_NOT_FOUND, not refused
         error = await rpc_error(stub.GetTask(get_task(), metadata=ALICE))
@@ -66,7 +68,7 @@ async def test_the_rate_limit_refuses_a_caller_with_retry_info_and_serves_the_ot
         RESOURCE_EXHAUSTED,
         "RATE_LIMITED",
     )
-    await asyncio.sleep(retry_delay(refused) + 0.05)  # the bucket refills
+    now[0] += retry_delay(refused)  # the bucket refills
     again = await rpc_error(stub.GetTask(get_task(), metadata=ALICE))
     assert again.code() == grpc.StatusCode.NOT_FOUND
 

@@ -38,6 +38,7 @@ from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
 SERVICE = "lf.a2a.v1.A2AService"
 DRAIN_GRACE = 20.0  # generous: the in-flight call must finish well before it
 SCRIPT_SECONDS = 20.0
+REFUSAL_SECONDS = 30.0
 
 
 async def wait_for_working_task(stub: a2a_pb2_grpc.A2AServiceStub) -> str:
@@ -60,8 +61,11 @@ async def watch_health(channel: grpc.aio.Channel, service: str) -> grpc.aio.Unar
 
 
 async def refused_while_draining(stub: a2a_pb2_grpc.A2AServiceStub, in_flight: asyncio.Future[object]) -> bool:
-    """True once a new call is refused with UNAVAILABLE while `in_flight` still runs (bounded retries)."""
-    while not in_flight.done():
+    """True once a new call is refused with UNAVAILABLE while `in_flight` still runs (tried for at most
+    REFUSAL_SECONDS)."""
+    for _ in range(round(REFUSAL_SECONDS / 0.05)):
+        if in_flight.done():
+            return False
         try:
             await stub.GetTask(a2a_pb2.GetTaskRequest(id="any"), metadata=V1, timeout=5)
         except grpc.aio.AioRpcError as error:
@@ -75,11 +79,12 @@ async def refused_while_draining(stub: a2a_pb2_grpc.A2AServiceStub, in_flight: a
 async def test_a_signal_flips_health_drains_the_call_in_flight_and_exits_zero(
     tmp_path: Path, signum: signal.Signals
 ) -> None:
+    go_on = tmp_path / "go-on"  # the agent holds the call in flight until this file exists
     with serve_process(tmp_path, "--agent", SLEEPY_AGENT, "--grace", str(DRAIN_GRACE)) as server:
         async with grpc.aio.insecure_channel(server.grpc_target) as channel:
             stub = a2a_pb2_grpc.A2AServiceStub(channel)  # type: ignore[no-untyped-call]
             watches = [await watch_health(channel, service) for service in ("", SERVICE)]
-            request = a2a_pb2.SendMessageRequest(message=text_message("sleep 3"))
+            request = a2a_pb2.SendMessageRequest(message=text_message(f"wait {go_on}"))
             in_flight = asyncio.ensure_future(stub.SendMessage(request, metadata=V1, timeout=60))
             await wait_for_working_task(stub)
 
@@ -91,12 +96,13 @@ async def test_a_signal_flips_health_drains_the_call_in_flight_and_exits_zero(
             async with grpc.aio.insecure_channel(server.grpc_target) as late_channel:
                 late_stub = a2a_pb2_grpc.A2AServiceStub(late_channel)  # type: ignore[no-untyped-call]
                 assert await refused_while_draining(late_stub, in_flight), "new calls are refused during the drain"
+            go_on.touch()
             response = await asyncio.wait_for(in_flight, 30)
         code = await server.exited()
         took = time.monotonic() - signalled
 
     assert response.task.status.state == a2a_pb2.TASK_STATE_COMPLETED
-    assert response.task.artifacts[0].parts[0].text == "sleep 3"
+    assert response.task.artifacts[0].parts[0].text == f"wait {go_on}"
     assert code == 0, server.stderr
     assert took < DRAIN_GRACE - 5, "the drain ends with the last call, not at the grace deadline"
     assert "Traceback" not in server.stderr, server.stderr
