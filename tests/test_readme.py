@@ -316,6 +316,10 @@ def test_the_relay_lines_run_as_written(tmp_path: Path) -> None:
     run_section("The two built-in extensions", tmp_path)
 
 
+def test_the_chaos_lines_run_as_written(tmp_path: Path) -> None:
+    run_section("Before a release: a soak", tmp_path)
+
+
 def test_the_readme_shows_the_example_cards_capabilities() -> None:
     [excerpt] = fenced_blocks("Extensions", "json")
     card = json.loads(REQUIRED_EXTENSION_CARD.read_text())
