@@ -19,6 +19,7 @@ from typing import Any
 
 import aiohttp
 import grpc
+import jwt
 import pytest
 from conftest import BASE_CARD, DEAD_HOOK, V1, StartServer, send_request
 from credentials import (
@@ -26,6 +27,7 @@ from credentials import (
     CA,
     ISSUER,
     JwksServer,
+    b64url,
     ec_key,
     hs256_with_public_key,
     pem_cert,
@@ -44,6 +46,7 @@ from a2a_grpc.auth import AuthSettings, JwtSettings
 from a2a_grpc.auth.api_keys import HashedSecrets, load_api_keys
 from a2a_grpc.auth.jwks import JwksCache, StaticKeys
 from a2a_grpc.auth.principal import CredentialRejected, KeysUnknown
+from a2a_grpc.auth.tokens import MAX_TOKEN_CHARS, JwtVerifier
 from a2a_grpc.card import CardError
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.protocol import A2A_SERVICE, AGENT_CARD_PATH
@@ -951,3 +954,67 @@ async def test_no_credential_reaches_a_log_line(
         assert secret not in logged
     hashed = hashlib.sha256(HASHED_KEY.encode()).hexdigest()
     assert hashed not in logged
+
+
+# ---- hostile tokens --------------------------------------------------------------------------------
+
+
+def signed_payload(payload: str, signing: Any = FIRST) -> str:
+    """A token signed by `signing` over `payload`, JSON text as it stands (json.dumps could not write some)."""
+    headers = {"kid": signing.kid}
+    return str(jwt.PyJWS().encode(payload.encode(), signing.key, algorithm=signing.algorithm, headers=headers))
+
+
+def claims_text(**raw: str) -> str:
+    """The standard claims as JSON text, with `raw` claims spliced in as written."""
+    kept = [
+        f"{json.dumps(key)}:{json.dumps(value)}" for key, value in standard_claims("alice").items() if key not in raw
+    ]
+    return "{" + ",".join([*kept, *(f"{json.dumps(key)}:{value}" for key, value in raw.items())]) + "}"
+
+
+DEEP = "[" * 1500 + "]" * 1500  # JSON nested past the interpreter's stack
+HOSTILE_TOKENS: dict[str, Callable[[], str]] = {
+    "a header nested 3000 deep": lambda: f"{b64url(b'[' * 3000)}.{b64url(b'{}')}.x",
+    "a header of 4 KB": lambda: f"{b64url(json.dumps({'alg': 'ES256', 'pad': 'x' * 3000}).encode())}.e30.x",
+    "a header that is a list": lambda: f"{b64url(b'[]')}.e30.x",
+    "claims nested 1500 deep, validly signed": lambda: signed_payload(claims_text(deep=DEEP)),
+    "exp 1e400, validly signed": lambda: signed_payload(claims_text(exp="1e400")),
+    "exp a word, validly signed": lambda: signed_payload(claims_text(exp='"soon"')),
+    "nbf 10**400, validly signed": lambda: signed_payload(claims_text(nbf="1" + "0" * 400)),
+    "iat a list, validly signed": lambda: signed_payload(claims_text(iat="[]")),
+    "sub an object, validly signed": lambda: signed_payload(claims_text(sub="{}")),
+    "not base64 at all": lambda: "%%%.%%%.%%%",
+}
+
+
+@pytest.mark.parametrize("kind", sorted(HOSTILE_TOKENS))
+async def test_a_hostile_jwt_is_unauthenticated_and_logged_at_debug_only(
+    kind: str, start_server: StartServer, jwks: JwksServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    server = await start_server(auth=AuthSettings(jwt=jwt_settings(jwks.url)))
+    token = HOSTILE_TOKENS[kind]()
+    with caplog.at_level(logging.DEBUG):
+        async with grpc.aio.insecure_channel(server.grpc_target) as channel:
+            with pytest.raises(grpc.aio.AioRpcError) as refused:
+                await make_stub(channel).ListTasks(a2a_pb2.ListTasksRequest(), metadata=bearer(token))
+    assert refused.value.code() == UNAUTHENTICATED, refused.value
+    assert [r.getMessage() for r in caplog.records if r.levelno > logging.DEBUG and "access" not in r.name] == []
+    assert not any(r.exc_info for r in caplog.records)
+
+
+async def test_a_validly_signed_jwt_expiring_in_10_to_the_400_seconds_is_accepted(
+    start_server: StartServer, jwks: JwksServer
+) -> None:
+    server = await start_server(auth=AuthSettings(jwt=jwt_settings(jwks.url)))
+    token = signed_payload(claims_text(exp="1" + "0" * 400))
+    async with grpc.aio.insecure_channel(server.grpc_target) as channel:
+        for _ in range(2):  # verified, then remembered
+            await make_stub(channel).ListTasks(a2a_pb2.ListTasksRequest(), metadata=bearer(token))
+
+
+def test_a_token_longer_than_any_grpc_header_is_refused_unread() -> None:
+    """gRPC bounds a header to 16 KiB; the verifier bounds a token itself, wherever it comes from."""
+    verifier = JwtVerifier(StaticKeys({}, any_kid=False), issuers=(ISSUER,), audiences=(AUDIENCE,))
+    with pytest.raises(CredentialRejected, match="too long"):
+        verifier.verify(jwt_for() + "." * MAX_TOKEN_CHARS)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -30,6 +31,9 @@ from a2a_grpc.errors import Metadata
 
 DEFAULT_LEEWAY_SECONDS = 60.0
 DEFAULT_CACHE_SIZE = 4096
+MAX_TOKEN_CHARS = 16 * 1024  # a longer bearer token is refused unread
+MAX_HEADER_CHARS = 2048  # likewise a longer JOSE header
+MAX_REMEMBER_SECONDS = 24 * 3600.0
 _REQUIRED = ["exp", "iss", "aud", "sub"]
 
 
@@ -48,11 +52,11 @@ def _header(token: str) -> dict[str, Any]:
     """The JOSE header of a compact JWS, to pick its key: PyJWT's own reader checks every character of the
     whole token first, which costs as much again as the rest of the verification (decode checks it anyway)."""
     segments = token.split(".")
-    if len(segments) != 3:
+    if len(segments) != 3 or len(segments[0]) > MAX_HEADER_CHARS:
         raise CredentialRejected("not a JWT")
     try:
         header = json.loads(base64.urlsafe_b64decode(segments[0] + "=" * (-len(segments[0]) % 4)))
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: JSON nested past the stack
         raise CredentialRejected("not a JWT") from None
     if not isinstance(header, dict):
         raise CredentialRejected("not a JWT")
@@ -79,7 +83,10 @@ class JwtVerifier:
         self._audiences = list(audiences)
 
     def verify(self, token: str) -> dict[str, Any]:
-        """The token's claims; CredentialRejected (or KeysUnknown, from the key set) when it does not verify."""
+        """The token's claims; CredentialRejected (or KeysUnknown, from the key set) when it does not verify,
+        whatever it holds: a token too long, JSON nested past the interpreter's stack, numbers out of range."""
+        if len(token) > MAX_TOKEN_CHARS:
+            raise CredentialRejected("JWT too long")
         header = _header(token)
         algorithm, kid = header.get("alg"), header.get("kid")
         if not isinstance(kid, str | None) or not isinstance(algorithm, str):
@@ -97,12 +104,21 @@ class JwtVerifier:
                 leeway=self.leeway,
                 options={"require": _REQUIRED},
             )
-        except jwt.PyJWTError as error:
+        except (jwt.PyJWTError, RecursionError, ArithmeticError, ValueError, TypeError) as error:
             raise CredentialRejected(f"JWT refused: {type(error).__name__}") from None
         subject = claims.get("sub")
         if not isinstance(subject, str) or not subject:
             raise CredentialRejected("JWT without a subject")
         return claims
+
+    def remember_until(self, claims: dict[str, Any]) -> float:
+        """The time.time() until which an accepted token may be taken without verifying it again: its expiry
+        (plus the leeway), at most MAX_REMEMBER_SECONDS from now."""
+        try:
+            until = float(claims["exp"]) + self.leeway
+        except OverflowError:  # an integer past any float: as good as never
+            until = math.inf
+        return min(until, time.time() + MAX_REMEMBER_SECONDS)
 
 
 class JwtScheme:
@@ -132,7 +148,7 @@ class JwtScheme:
         generation = self._keys.generation
         claims = self._verifier.verify(token)
         principal = Principal(claims["sub"], self.name, MappingProxyType(claims), granted_scopes(claims))
-        accepted[token] = (principal, float(claims["exp"]) + self._verifier.leeway, generation)
+        accepted[token] = (principal, self._verifier.remember_until(claims), generation)
         if len(accepted) > self._cache_size:
             accepted.popitem(last=False)
         return principal
