@@ -29,6 +29,7 @@ from a2a_grpc.tasks import (
     LEASE_SECONDS,
     MAX_ARTIFACT_BYTES_PER_TASK,
     MAX_HISTORY_PER_TASK,
+    MAX_PUSH_CONFIGS_PER_TASK,
     POLL_SECONDS,
     SUBSCRIBER_BUFFER_BYTES,
 )
@@ -236,6 +237,11 @@ def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
         ("max-streams", 10_000, "open streams in all; one more is RESOURCE_EXHAUSTED with a RetryInfo"),
         ("max-parts", MAX_PARTS, "parts of one message; more are INVALID_ARGUMENT"),
         ("max-history-per-task", MAX_HISTORY_PER_TASK, "messages kept in a task's history; older ones are dropped"),
+        (
+            "max-push-configs-per-task",
+            MAX_PUSH_CONFIGS_PER_TASK,
+            "push notification configs one task keeps; one more is RESOURCE_EXHAUSTED",
+        ),
         (
             "max-extensions-per-call",
             MAX_EXTENSIONS_PER_CALL,
@@ -508,6 +514,7 @@ def serve(args: argparse.Namespace, argv: Sequence[str]) -> int:
         max_extensions_per_call=args.max_extensions_per_call,
         max_history_per_task=args.max_history_per_task,
         max_artifact_bytes_per_task=args.max_artifact_bytes_per_task,
+        max_push_configs_per_task=args.max_push_configs_per_task,
         store_pool_size=args.store_pool_size,
         lease_seconds=args.lease_seconds,
         poll_seconds=args.poll_interval,

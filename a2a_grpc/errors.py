@@ -180,6 +180,13 @@ class TooManyStreamsError(ResourceExhaustedError):
     reason = "TOO_MANY_STREAMS"
 
 
+class TooManyPushConfigsError(ResourceExhaustedError):
+    """Not an A2A error: the task already has as many push notification configs as the server keeps for one
+    task; delete one first."""
+
+    reason = "TOO_MANY_PUSH_CONFIGS"
+
+
 class FailedPreconditionError(A2AError):
     code = grpc.StatusCode.FAILED_PRECONDITION
 
@@ -257,6 +264,7 @@ ERROR_TABLE: tuple[type[A2AError], ...] = (
     TaskChangedError,
     RateLimitedError,
     TooManyStreamsError,
+    TooManyPushConfigsError,
 )
 ERROR_BY_REASON: dict[str, type[A2AError]] = {
     **{cls.reason: cls for cls in ERROR_TABLE},

@@ -46,6 +46,7 @@ from a2a_grpc.tasks import (
     LEASE_SECONDS,
     MAX_ARTIFACT_BYTES_PER_TASK,
     MAX_HISTORY_PER_TASK,
+    MAX_PUSH_CONFIGS_PER_TASK,
     POLL_SECONDS,
     SUBSCRIBER_BUFFER_BYTES,
     TaskLimits,
@@ -105,6 +106,7 @@ class ServerSettings:
     )
     max_history_per_task: int = MAX_HISTORY_PER_TASK  # messages a task keeps; older ones are dropped
     max_artifact_bytes_per_task: int = MAX_ARTIFACT_BYTES_PER_TASK  # past it, the agent's publish fails
+    max_push_configs_per_task: int = MAX_PUSH_CONFIGS_PER_TASK  # one more: RESOURCE_EXHAUSTED
     # One of the processes of `a2a-grpc serve --workers N`: both ports are shared with the others
     # (SO_REUSEPORT), and every A2A call's trailers name this process.
     worker_mode: bool = False
@@ -246,7 +248,9 @@ class A2AServer:
             lease_seconds=settings.lease_seconds,
             poll_seconds=settings.poll_seconds,
             on_push_due=self.push.wake if self.push is not None else None,
-            limits=TaskLimits(settings.max_history_per_task, settings.max_artifact_bytes_per_task),
+            limits=TaskLimits(
+                settings.max_history_per_task, settings.max_artifact_bytes_per_task, settings.max_push_configs_per_task
+            ),
             event_retention_seconds=settings.event_retention_seconds,
         )
         if self.metrics is not None:

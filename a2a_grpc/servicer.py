@@ -239,7 +239,9 @@ class A2AServicer:
     ) -> a2a_pb2.ListTaskPushNotificationConfigsResponse:
         self._require_push()
         page_size = validate_push_config_page_size(request)
-        configs, token = await self.manager.list_push_configs(request.task_id, page_size, request.page_token, call)
+        configs, token = await self.manager.list_push_configs(
+            request.task_id, page_size, request.page_token, call, self.max_list_page_bytes
+        )
         return a2a_pb2.ListTaskPushNotificationConfigsResponse(configs=configs, next_page_token=token)
 
     async def DeleteTaskPushNotificationConfig(

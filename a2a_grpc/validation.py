@@ -6,6 +6,7 @@ annotations, so a request costs a few attribute reads, never a reflective walk.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from functools import cache
 
@@ -22,6 +23,15 @@ Violations = list[tuple[str, str]]
 Check = Callable[[ProtoMessage, str, Violations], None]
 
 MAX_PAGE_SIZE = 100
+# A push notification config's fields: bounded, so a page of configs stays small, and a notification's
+# headers stay within what any HTTP server reads.
+MAX_PUSH_ID_CHARS = 256
+MAX_PUSH_URL_CHARS = 2048
+MAX_PUSH_TOKEN_CHARS = 1024
+MAX_PUSH_CREDENTIALS_CHARS = 4096
+MAX_SCHEME_CHARS = 64
+_HEADER_VALUE = re.compile(r"[\x20-\x7e]*")
+_HTTP_TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # RFC 9110 token: an authentication scheme's name
 MAX_PARTS = 256  # parts of one message, by default (`--max-parts`)
 DEFAULT_PAGE_SIZE = 50
 # google.protobuf.Timestamp's valid range: 0001-01-01T00:00:00Z to 9999-12-31T23:59:59.999999999Z
@@ -208,13 +218,36 @@ def validate_push_config_page_size(request: a2a_pb2.ListTaskPushNotificationConf
 def validate_push_config(
     config: a2a_pb2.TaskPushNotificationConfig, path: str = "", *, needs_task_id: bool = True
 ) -> None:
+    """Besides the REQUIRED fields: every field bounded in size, and what travels in a notification's HTTP
+    headers (the token, the authentication scheme and credentials) fit to be sent there as it is."""
     out = required_violations(config) if not path else []
     if needs_task_id and not config.task_id:
         out.append((path + "task_id", "is required"))
     if config.url and not config.url.startswith(("https://", "http://")):
         out.append((path + "url", "must be an absolute http(s) URL"))
     _check_no_nul(config.id, path + "id", out)
+    _check_length(config.id, MAX_PUSH_ID_CHARS, path + "id", out)
+    _check_length(config.url, MAX_PUSH_URL_CHARS, path + "url", out)
+    _check_header_value(config.token, MAX_PUSH_TOKEN_CHARS, path + "token", out)
+    if config.HasField("authentication"):
+        authentication, where = config.authentication, path + "authentication."
+        scheme = authentication.scheme  # REQUIRED: its absence is reported with the other required fields
+        if scheme and (not _HTTP_TOKEN.fullmatch(scheme) or len(scheme) > MAX_SCHEME_CHARS):
+            out.append((where + "scheme", f"must be an HTTP authentication scheme name (at most {MAX_SCHEME_CHARS})"))
+        _check_header_value(authentication.credentials, MAX_PUSH_CREDENTIALS_CHARS, where + "credentials", out)
     _raise_if(out)
+
+
+def _check_length(text: str, limit: int, path: str, out: Violations) -> None:
+    if len(text) > limit:
+        out.append((path, f"is {len(text)} characters; at most {limit} are allowed"))
+
+
+def _check_header_value(text: str, limit: int, path: str, out: Violations) -> None:
+    """A value sent as an HTTP header: visible ASCII and spaces only (no CR, LF, NUL or other controls)."""
+    _check_length(text, limit, path, out)
+    if not _HEADER_VALUE.fullmatch(text):
+        out.append((path, "must be printable ASCII: it is sent as an HTTP header"))
 
 
 def validate(request: ProtoMessage) -> None:

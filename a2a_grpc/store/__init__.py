@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from a2a_grpc.store._codec import page_token_after
+from a2a_grpc.store._codec import config_page_token_after, page_token_after
 from a2a_grpc.store.base import (
     InvalidPageTokenError,
     StorageFullError,
@@ -31,6 +31,7 @@ __all__ = [
     "TaskStore",
     "TaskWrite",
     "VersionConflictError",
+    "config_page_token_after",
     "open_store",
     "page_token_after",
 ]

@@ -52,6 +52,11 @@ def encode_config_cursor(config_id: str) -> str:
     return _encode([_CONFIG_CURSOR, config_id])
 
 
+def config_page_token_after(config: a2a_pb2.TaskPushNotificationConfig) -> str:
+    """The page token of the configs after `config` (configs are listed by id)."""
+    return encode_config_cursor(config.id)
+
+
 def decode_config_cursor(token: str) -> str:
     fields = _decode(token)
     if len(fields) != 2 or fields[0] != _CONFIG_CURSOR or not isinstance(fields[1], str):

@@ -1,7 +1,12 @@
 """Tasks: the manager that owns them, and the live state of the ones being worked on or watched."""
 
 from a2a_grpc.protocol import TERMINAL_STATES
-from a2a_grpc.tasks.limits import MAX_ARTIFACT_BYTES_PER_TASK, MAX_HISTORY_PER_TASK, TaskLimits
+from a2a_grpc.tasks.limits import (
+    MAX_ARTIFACT_BYTES_PER_TASK,
+    MAX_HISTORY_PER_TASK,
+    MAX_PUSH_CONFIGS_PER_TASK,
+    TaskLimits,
+)
 from a2a_grpc.tasks.live import LiveTask, Subscription, now_timestamp, task_view
 from a2a_grpc.tasks.manager import TaskManager
 from a2a_grpc.tasks.replicas import LEASE_SECONDS, POLL_SECONDS
@@ -14,6 +19,7 @@ __all__ = [
     "LEASE_SECONDS",
     "MAX_ARTIFACT_BYTES_PER_TASK",
     "MAX_HISTORY_PER_TASK",
+    "MAX_PUSH_CONFIGS_PER_TASK",
     "POLL_SECONDS",
     "SUBSCRIBER_BUFFER_BYTES",
     "TERMINAL_STATES",

@@ -27,13 +27,14 @@ from a2a_grpc.errors import (
     A2AError,
     InvalidRequestError,
     TaskNotCancelableError,
+    TooManyPushConfigsError,
     UnavailableError,
     UnsupportedOperationError,
 )
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.ids import new_id
 from a2a_grpc.protocol import RUNNING_STATES, STREAM_AFTER_HEADER, TERMINAL_STATES
-from a2a_grpc.store import page_token_after
+from a2a_grpc.store import config_page_token_after, page_token_after
 from a2a_grpc.store.base import InvalidPageTokenError, SharedStore, TaskPage, TaskQuery, TaskStore
 from a2a_grpc.tasks.agent_runs import AgentRuns
 from a2a_grpc.tasks.limits import DEFAULT_TASK_LIMITS, TaskLimits
@@ -75,6 +76,7 @@ class TaskManager:
         self._tasks = LiveTasks(store, subscriber_buffer_bytes)
         self._writer = TaskWriter(store, self._tasks, on_storage_writable, on_push_due, limits.max_history)
         self._runs = AgentRuns(executor, self._tasks, self._writer, limits)
+        self._max_push_configs = limits.max_push_configs
         self._replicas = (
             ReplicaKeeper(
                 cast(SharedStore, store),
@@ -136,10 +138,25 @@ class TaskManager:
         notified of the task's events from now on, or `from_start` of every one (a config sent with a message
         continuing the task; one sent with the message creating it is stored with the task's first write)."""
         task = await self.get_task(config.task_id, call)
+        await self._check_push_room(config, call)
         config.id = config.id or new_id()
         final = task.status.state in TERMINAL_STATES
         await self._writer.put_push_config(call.owner, config, 0 if from_start else None, final=final)
         return config
+
+    async def _check_push_room(self, config: a2a_pb2.TaskPushNotificationConfig, call: CallContext) -> None:
+        """A new config of a task that holds `max_push_configs` already is TooManyPushConfigsError; replacing
+        one of them takes no more room. (Two creates at once may both find room: the bound is per create.)"""
+        limit = self._max_push_configs
+        if config.id and await self.store.get_push_config(call.owner, config.task_id, config.id) is not None:
+            return
+        held, _ = await self.store.list_push_configs(call.owner, config.task_id, limit, "")
+        if len(held) >= limit:
+            raise TooManyPushConfigsError(
+                f"task {config.task_id} has {limit} push notification configs, as many as it may keep; "
+                "delete one first",
+                metadata={"taskId": config.task_id, "limit": str(limit)},
+            )
 
     async def get_push_config(
         self, task_id: str, config_id: str, call: CallContext
@@ -151,13 +168,21 @@ class TaskManager:
         return config
 
     async def list_push_configs(
-        self, task_id: str, page_size: int, page_token: str, call: CallContext
+        self, task_id: str, page_size: int, page_token: str, call: CallContext, max_bytes: int
     ) -> tuple[list[a2a_pb2.TaskPushNotificationConfig], str]:
+        """One page of a task's configs; a page whose configs pass `max_bytes` ends early, and the next one
+        starts after its last."""
         await self.get_task(task_id, call)
         try:
-            return await self.store.list_push_configs(call.owner, task_id, page_size, page_token)
+            configs, token = await self.store.list_push_configs(call.owner, task_id, page_size, page_token)
         except InvalidPageTokenError:
             raise bad_page_token() from None
+        size = 0
+        for shown, config in enumerate(configs):
+            size += config.ByteSize()
+            if size > max_bytes and shown:
+                return configs[:shown], config_page_token_after(configs[shown - 1])
+        return configs, token
 
     async def delete_push_config(self, task_id: str, config_id: str, call: CallContext) -> None:
         """Idempotent: a config that is already gone counts as deleted (the task must still be the caller's)."""
