@@ -19,6 +19,7 @@ from a2a_grpc.cli_client import add_client_parsers, run_client_command
 from a2a_grpc.config import ConfigError, add_config_parser, resolve, run_config_command
 from a2a_grpc.extensions import MAX_EXTENSION_PAYLOAD_BYTES
 from a2a_grpc.interceptors.server.extensions import MAX_EXTENSIONS_PER_CALL
+from a2a_grpc.interceptors.server.limits import MAX_AUTH_FAILURES_PER_SECOND
 from a2a_grpc.push.service import PushSettings
 from a2a_grpc.push.worker import DeliverySettings
 from a2a_grpc.server import DEFAULT_STORE_URL, A2AServer, ServerSettings
@@ -231,6 +232,14 @@ def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
         default=_env("MAX_REQUESTS_PER_SECOND", "0"),
         help="A2A calls per second per caller (its principal, or its address when anonymous), bursts up to one "
         "second's worth; more are RESOURCE_EXHAUSTED with a RetryInfo; 0 for no limit [A2A_GRPC_MAX_REQUESTS_PER_SECOND]",
+    )
+    serve.add_argument(
+        "--max-auth-failures-per-second",
+        type=_rate,
+        default=_env("MAX_AUTH_FAILURES_PER_SECOND", f"{MAX_AUTH_FAILURES_PER_SECOND:g}"),
+        help="failed authentications per second from one address (bursts up to one second's worth) before its "
+        "next calls are RESOURCE_EXHAUSTED with a RetryInfo, unread; 0 for no limit "
+        "[A2A_GRPC_MAX_AUTH_FAILURES_PER_SECOND]",
     )
     count_limits = (
         ("max-streams-per-caller", 100, "open streams per caller; one more is RESOURCE_EXHAUSTED with a RetryInfo"),
@@ -508,6 +517,7 @@ def serve(args: argparse.Namespace, argv: Sequence[str]) -> int:
         max_subscriber_buffer_bytes=args.max_subscriber_buffer_bytes,
         max_extension_payload_bytes=args.max_extension_payload_bytes,
         max_requests_per_second=args.max_requests_per_second,
+        max_auth_failures_per_second=args.max_auth_failures_per_second,
         max_streams_per_caller=args.max_streams_per_caller,
         max_streams=args.max_streams,
         max_parts=args.max_parts,

@@ -33,6 +33,7 @@ from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.ids import new_id
 from a2a_grpc.interceptors.server import Limits, ServerChain
 from a2a_grpc.interceptors.server.extensions import MAX_EXTENSIONS_PER_CALL
+from a2a_grpc.interceptors.server.limits import MAX_AUTH_FAILURES_PER_SECOND
 from a2a_grpc.interceptors.server.services import GuardedServices
 from a2a_grpc.interceptors.server.tenants import TenantCheck
 from a2a_grpc.network_logs import HttpServerLog, quiet_grpc_metadata_logs
@@ -98,6 +99,8 @@ class ServerSettings:
     # Limits (a2a_grpc.interceptors.server.limits), per process: a caller is its principal, or its peer's
     # address when anonymous. Past them: RESOURCE_EXHAUSTED with a RetryInfo. 0 requests per second: no rate limit.
     max_requests_per_second: float = 0.0
+    # failed authentications a second per peer address before its calls are refused unread (0: no limit)
+    max_auth_failures_per_second: float = MAX_AUTH_FAILURES_PER_SECOND
     max_streams_per_caller: int = 100
     max_streams: int = 10_000
     max_parts: int = MAX_PARTS  # parts of one message; more: INVALID_ARGUMENT
@@ -285,6 +288,7 @@ class A2AServer:
             requests_per_second=settings.max_requests_per_second,
             max_streams_per_caller=settings.max_streams_per_caller,
             max_streams=settings.max_streams,
+            auth_failures_per_second=settings.max_auth_failures_per_second,
         )
         chain = ServerChain(
             self.registry,

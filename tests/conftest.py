@@ -61,6 +61,9 @@ async def start_server(tmp_path: Path) -> AsyncIterator[StartServer]:
         card_path = tmp_path / f"card-{len(servers)}.json"
         card_path.write_text(json.dumps(card if card is not None else BASE_CARD))
         settings.setdefault("push", LOOPBACK_PUSH)
+        # tests of refusals send many bad credentials in a row: the throttle on failed authentication is
+        # tested on its own (test_limits.py)
+        settings.setdefault("max_auth_failures_per_second", 0)
         server = A2AServer(
             ServerSettings(
                 listen="127.0.0.1:0",

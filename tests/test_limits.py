@@ -5,6 +5,7 @@ per call (INVALID_ARGUMENT naming the field or header)."""
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 
 import grpc
 import pytest
@@ -22,7 +23,7 @@ from a2a_grpc.errors import (
     status_trailers,
 )
 from a2a_grpc.generated import a2a_pb2
-from a2a_grpc.interceptors.server.limits import Limits
+from a2a_grpc.interceptors.server.limits import Limits, TokenBuckets
 
 RESOURCE_EXHAUSTED = grpc.StatusCode.RESOURCE_EXHAUSTED
 INVALID_ARGUMENT = grpc.StatusCode.INVALID_ARGUMENT
@@ -51,7 +52,7 @@ async def test_the_rate_limit_refuses_a_caller_with_retry_info_and_serves_the_ot
 ) -> None:
     server = await start_server(bearer_tokens=TOKENS, max_requests_per_second=2)
     now = [1000.0]
-    server.limits._clock = lambda: now[0]  # the buckets' clock stands still unless the test moves it
+    server.limits.clock = lambda: now[0]  # the buckets' clock stands still unless the test moves it
     stub = clients.stub(server)
     for _ in range(2):  # a burst of one second's worth passes: TASK_NOT_FOUND, not refused
         error = await rpc_error(stub.GetTask(get_task(), metadata=ALICE))
@@ -82,7 +83,7 @@ async def test_no_rate_limit_by_default(start_server: StartServer, clients: Clie
 def test_a_token_bucket_refills_at_its_rate_and_forgets_idle_callers() -> None:
     limits = Limits(requests_per_second=10)
     now = [100.0]
-    limits._clock = lambda: now[0]
+    limits.clock = lambda: now[0]
     for _ in range(10):
         limits.take_request("a")
     with pytest.raises(RateLimitedError) as caught:
@@ -91,9 +92,12 @@ def test_a_token_bucket_refills_at_its_rate_and_forgets_idle_callers() -> None:
     now[0] += 0.1
     limits.take_request("a")
     limits.take_request("b")
+    buckets = TokenBuckets(10, lambda: now[0])
+    for key in ("a", "b"):
+        buckets.take(key)
     now[0] += 5
-    limits._drop_full_buckets(now[0])
-    assert not limits._buckets
+    buckets._drop_full(now[0])
+    assert len(buckets) == 0
 
 
 # ---- streams ------------------------------------------------------------------------------------
@@ -253,3 +257,42 @@ async def test_the_client_decodes_a_refusal_with_its_retry_delay(start_server: S
             await client.send_message("second")
     assert caught.value.code == RESOURCE_EXHAUSTED
     assert caught.value.retry_delay is not None and 0 < caught.value.retry_delay <= 1.0
+
+
+# ---- failed authentication ------------------------------------------------------------------------
+
+
+async def test_failed_authentication_is_throttled_per_address_with_retry_info(
+    start_server: StartServer, clients: Clients
+) -> None:
+    """300 wrong tokens at once: a burst of one second's worth is checked and refused UNAUTHENTICATED, the rest
+    RESOURCE_EXHAUSTED unread; once the wait has passed the address is served again, a right token included."""
+    server = await start_server(bearer_tokens=TOKENS, max_auth_failures_per_second=5)
+    now = [1000.0]
+    server.limits.clock = lambda: now[0]
+    stub = clients.stub(server)
+    wrong = (*V1, ("authorization", "Bearer guessed"))
+    errors = await asyncio.gather(*(rpc_error(stub.GetTask(get_task(), metadata=wrong)) for _ in range(300)))
+    codes = Counter(error.code() for error in errors)
+    assert codes == {grpc.StatusCode.UNAUTHENTICATED: 5, RESOURCE_EXHAUSTED: 295}
+    throttled = next(error for error in errors if error.code() == RESOURCE_EXHAUSTED)
+    assert_error(throttled, RESOURCE_EXHAUSTED, "RATE_LIMITED", limit="5", scope="authentication-failures")
+    assert 0 < retry_delay(throttled) <= 0.2
+    refused = await rpc_error(stub.GetTask(get_task(), metadata=ALICE))  # the address is throttled, whoever asks
+    assert refused.code() == RESOURCE_EXHAUSTED
+    now[0] += retry_delay(throttled)
+    served = await rpc_error(stub.GetTask(get_task(), metadata=ALICE))
+    assert served.code() == grpc.StatusCode.NOT_FOUND
+
+
+def test_the_throttle_counts_each_address_apart_whatever_its_port() -> None:
+    limits = Limits(auth_failures_per_second=2)
+    now = [50.0]
+    limits.clock = lambda: now[0]
+    for port in (1001, 1002):
+        limits.check_auth_budget(f"ipv4:127.0.0.9:{port}")
+        limits.auth_failed(f"ipv4:127.0.0.9:{port}")
+    with pytest.raises(RateLimitedError):
+        limits.check_auth_budget("ipv4:127.0.0.9:1003")
+    limits.check_auth_budget("ipv4:127.0.0.8:1001")  # another address: untouched
+    limits.check_auth_budget("ipv6:[::1]:1001")

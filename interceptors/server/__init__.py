@@ -10,7 +10,8 @@ Each A2AService method handler is wrapped once, at start-up, in this order:
                   or UNAUTHENTICATED (PERMISSION_DENIED for a missing scope)
   limits          the caller's requests per second (RATE_LIMITED); a stream also holds one of its
                   caller's and the server's stream slots until it ends (TOO_MANY_STREAMS): both
-                  RESOURCE_EXHAUSTED with a RetryInfo (a2a_grpc.interceptors.server.limits)
+                  RESOURCE_EXHAUSTED with a RetryInfo (a2a_grpc.interceptors.server.limits); an address
+                  that failed authentication too often is refused before it (RATE_LIMITED)
   version         the `a2a-version` the call speaks, or VERSION_NOT_SUPPORTED
   extensions      the activated `a2a-extensions`, or EXTENSION_SUPPORT_REQUIRED; then the echo
   tenants         once the request is parsed: its `tenant`, one the card names, scopes the call's tasks
@@ -30,9 +31,10 @@ import grpc
 from google.protobuf import message_factory
 
 from a2a_grpc.arrival import CALL_OVER, Arrival
-from a2a_grpc.auth import ANONYMOUS, CardAuthenticator
+from a2a_grpc.auth import ANONYMOUS, CardAuthenticator, Principal
 from a2a_grpc.call import CallContext
 from a2a_grpc.encoding import encode_response
+from a2a_grpc.errors import AuthenticationError
 from a2a_grpc.extensions import ExtensionRegistry, Negotiation
 from a2a_grpc.interceptors.server.auth import Authenticate, authentication
 from a2a_grpc.interceptors.server.errors import Parse, guard_stream, guard_unary, parse_request
@@ -99,7 +101,7 @@ class ServerChain:
     async def admit(self, method: str, arrival: Arrival, context: Any) -> CallContext:
         """The call's context, once every check accepted it (each refusal raises its A2AError)."""
         metadata = arrival.metadata
-        principal = await self._authenticate(metadata, context) if self._authenticate is not None else ANONYMOUS
+        principal = await self._authenticated(arrival, context) if self._authenticate is not None else ANONYMOUS
         if self.limits.rate_limited:
             self.limits.take_request(caller_of(principal.name, arrival.peer))
         version = self._check_version(metadata)
@@ -116,6 +118,20 @@ class ServerChain:
             claims=principal.claims,
             peer=arrival.peer,
         )
+
+    async def _authenticated(self, arrival: Arrival, context: Any) -> Principal:
+        """The caller's principal; a failure counts against its address's budget of failures, and an address
+        past it is refused before its credential is looked at."""
+        assert self._authenticate is not None
+        limits = self.limits
+        if not limits.auth_throttled:
+            return await self._authenticate(arrival.metadata, context)
+        limits.check_auth_budget(arrival.peer)
+        try:
+            return await self._authenticate(arrival.metadata, context)
+        except AuthenticationError:
+            limits.auth_failed(arrival.peer)
+            raise
 
     def method_handlers(self, servicer: Any) -> dict[str, grpc.RpcMethodHandler]:
         """A handler for every A2AService method of `servicer`, behind the chain."""

@@ -7,7 +7,11 @@ bucket, which refills at `requests_per_second` up to one second's worth (at leas
 bucket refuses the call with RATE_LIMITED and the wait until the next token as its RetryInfo. A stream
 holds a slot of its caller's and one of the server's from the moment it is opened until it ends, however
 it ends (done, failed, cancelled by the client); a stream past either limit is refused with
-TOO_MANY_STREAMS. Both refusals are RESOURCE_EXHAUSTED, and the server keeps serving everyone else.
+TOO_MANY_STREAMS. A peer address whose calls failed authentication `auth_failures_per_second` times a second
+(bursts up to one second's worth) has its next calls refused with RATE_LIMITED before their credentials are
+looked at, until its bucket refills: guessing credentials is throttled per address, and callers at other
+addresses never notice. All these refusals are RESOURCE_EXHAUSTED with a RetryInfo, and the server keeps
+serving everyone else.
 
 Everything runs on the server's one event loop, so a check is a dict lookup and some arithmetic, no lock.
 In worker mode (`--workers N`) each process keeps its own counts.
@@ -23,6 +27,8 @@ from a2a_grpc.errors import RateLimitedError, TooManyStreamsError
 
 # Retrying a refused stream this soon (seconds) gives other streams time to end.
 STREAM_RETRY_SECONDS = 1.0
+# Failed authentications a second per peer address, by default (`--max-auth-failures-per-second`).
+MAX_AUTH_FAILURES_PER_SECOND = 10.0
 # Buckets kept before full ones (callers idle for a second or more) are dropped.
 MAX_IDLE_BUCKETS = 10_000
 
@@ -33,57 +39,115 @@ def caller_of(principal: str, peer: str) -> str:
     """Whom a call counts against: its principal, else its peer's address without the port."""
     if principal:
         return "principal:" + principal
+    return address_of(peer)
+
+
+def address_of(peer: str) -> str:
+    """A grpc peer ("ipv4:127.0.0.1:53124") without its port: one address however many connections it opens."""
     if peer.startswith(("ipv4:", "ipv6:")):
         return peer.rpartition(":")[0]
     return peer
 
 
-class Limits:
-    """`requests_per_second` 0 turns the rate limit off."""
+class TokenBuckets:
+    """A token bucket per key, refilling at `rate` a second up to `burst` tokens (at least one); the buckets
+    of idle keys are dropped once MAX_IDLE_BUCKETS are kept."""
 
-    def __init__(
-        self, *, requests_per_second: float = 0.0, max_streams_per_caller: int = 100, max_streams: int = 10_000
-    ) -> None:
-        self.requests_per_second = requests_per_second
-        self.burst = max(1.0, requests_per_second)
-        self.max_streams_per_caller = max_streams_per_caller
-        self.max_streams = max_streams
-        self._buckets: dict[str, list[float]] = {}  # caller -> [tokens, when they were counted]
-        self._streams: dict[str, int] = {}  # caller -> open streams
-        self.open_streams = 0
-        self._clock = time.monotonic
+    def __init__(self, rate: float, clock: Callable[[], float]) -> None:
+        self.rate = rate
+        self.burst = max(1.0, rate)
+        self.clock = clock
+        self._buckets: dict[str, list[float]] = {}  # key -> [tokens, when they were counted]
 
-    @property
-    def rate_limited(self) -> bool:
-        return self.requests_per_second > 0
+    def wait(self, key: str) -> float:
+        """Seconds until `key` has a token (0 when it has one now); spends nothing."""
+        bucket = self._buckets.get(key)
+        if bucket is None:
+            return 0.0
+        tokens = min(self.burst, bucket[0] + (self.clock() - bucket[1]) * self.rate)
+        return 0.0 if tokens > 0.999_999 else (1.0 - tokens) / self.rate
 
-    def take_request(self, caller: str) -> None:
-        """Spend one of `caller`'s tokens, or raise RateLimitedError with the wait for the next one."""
-        now = self._clock()
-        rate = self.requests_per_second
-        bucket = self._buckets.get(caller)
+    def take(self, key: str) -> float:
+        """Spend one of `key`'s tokens and return 0, or spend nothing and return the seconds until there is one."""
+        now = self.clock()
+        bucket = self._buckets.get(key)
         if bucket is None:
             if len(self._buckets) >= MAX_IDLE_BUCKETS:
-                self._drop_full_buckets(now)
-            self._buckets[caller] = [self.burst - 1.0, now]
-            return
-        tokens = min(self.burst, bucket[0] + (now - bucket[1]) * rate)
+                self._drop_full(now)
+            self._buckets[key] = [self.burst - 1.0, now]
+            return 0.0
+        tokens = min(self.burst, bucket[0] + (now - bucket[1]) * self.rate)
         bucket[1] = now
         if tokens > 0.999_999:  # a caller that waited the retry delay it was given is served
             bucket[0] = tokens - 1.0
-            return
+            return 0.0
         bucket[0] = tokens
-        raise RateLimitedError(
-            f"too many requests: at most {rate:g} per second per caller",
-            metadata={"limit": f"{rate:g}"},
-            retry_delay=(1.0 - tokens) / rate,
-        )
+        return (1.0 - tokens) / self.rate
 
-    def _drop_full_buckets(self, now: float) -> None:
-        rate, burst = self.requests_per_second, self.burst
-        full = [caller for caller, (tokens, then) in self._buckets.items() if tokens + (now - then) * rate >= burst]
-        for caller in full:
-            del self._buckets[caller]
+    def _drop_full(self, now: float) -> None:
+        rate, burst = self.rate, self.burst
+        full = [key for key, (tokens, then) in self._buckets.items() if tokens + (now - then) * rate >= burst]
+        for key in full:
+            del self._buckets[key]
+
+    def __len__(self) -> int:
+        return len(self._buckets)
+
+
+class Limits:
+    """`requests_per_second` 0 turns the rate limit off, `auth_failures_per_second` 0 the throttle on failed
+    authentication."""
+
+    def __init__(
+        self,
+        *,
+        requests_per_second: float = 0.0,
+        max_streams_per_caller: int = 100,
+        max_streams: int = 10_000,
+        auth_failures_per_second: float = 0.0,
+    ) -> None:
+        self.max_streams_per_caller = max_streams_per_caller
+        self.max_streams = max_streams
+        self.clock: Callable[[], float] = time.monotonic  # the buckets' clock (a test may stand in its own)
+        self._requests = TokenBuckets(requests_per_second, lambda: self.clock())
+        self._auth_failures = TokenBuckets(auth_failures_per_second, lambda: self.clock())
+        self._streams: dict[str, int] = {}  # caller -> open streams
+        self.open_streams = 0
+
+    @property
+    def rate_limited(self) -> bool:
+        return self._requests.rate > 0
+
+    @property
+    def auth_throttled(self) -> bool:
+        return self._auth_failures.rate > 0
+
+    def take_request(self, caller: str) -> None:
+        """Spend one of `caller`'s tokens, or raise RateLimitedError with the wait for the next one."""
+        wait = self._requests.take(caller)
+        if wait:
+            rate = self._requests.rate
+            raise RateLimitedError(
+                f"too many requests: at most {rate:g} per second per caller",
+                metadata={"limit": f"{rate:g}"},
+                retry_delay=wait,
+            )
+
+    def check_auth_budget(self, peer: str) -> None:
+        """Before a credential is checked: a peer that failed authentication as often as its budget allows
+        is refused with RateLimitedError (and the wait), without its credential being looked at."""
+        wait = self._auth_failures.wait(address_of(peer))
+        if wait:
+            rate = self._auth_failures.rate
+            raise RateLimitedError(
+                f"too many failed authentications from this address: at most {rate:g} per second",
+                metadata={"limit": f"{rate:g}", "scope": "authentication-failures"},
+                retry_delay=wait,
+            )
+
+    def auth_failed(self, peer: str) -> None:
+        """Count a failed authentication against the peer's budget."""
+        self._auth_failures.take(address_of(peer))
 
     def open_stream(self, caller: str) -> Release:
         """Take a stream slot for `caller`, or raise TooManyStreamsError; the result gives it back (once)."""
