@@ -134,8 +134,7 @@ class A2AServicer:
             await run.settled
         if run.reply is not None:
             return a2a_pb2.SendMessageResponse(message=run.reply).SerializeToString()
-        await run.durable()
-        return send_message_response(task_view(run.task, _history_length(configuration)))
+        return send_message_response(task_view(await run.durable_task(), _history_length(configuration)))
 
     async def SendStreamingMessage(self, request: a2a_pb2.SendMessageRequest, call: CallContext) -> StreamEvents:
         self._require_streaming()

@@ -10,9 +10,11 @@ from a2a_grpc.agents.echo import EchoAgent
 from a2a_grpc.agents.writer import WriterAgent
 from a2a_grpc.call import CallContext
 from a2a_grpc.errors import TaskNotCancelableError
+from a2a_grpc.extensions import ExtensionRegistry
 from a2a_grpc.generated import a2a_pb2
+from a2a_grpc.servicer import A2AServicer
 from a2a_grpc.store import MemoryStore
-from a2a_grpc.store.base import LoadedTask
+from a2a_grpc.store.base import LoadedTask, TaskWrite
 from a2a_grpc.tasks import TaskManager
 
 
@@ -77,3 +79,41 @@ async def test_a_load_under_way_is_shared_so_a_task_never_has_two_live_entries()
     assert store.loads == 1
     stored = await store.get_task(run.task_id, "p")
     assert stored is not None and stored.status.state == a2a_pb2.TASK_STATE_CANCELED
+
+
+class HeldLaterWrites(MemoryStore):
+    """A memory store whose writes after a task's first are durable only once `durable` is set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.durable = asyncio.Event()
+        self.held = 0
+
+    def apply(self, write: TaskWrite) -> asyncio.Future[None]:
+        stored = super().apply(write)
+        if write.version < 2:
+            return stored
+        self.held += 1
+        return asyncio.ensure_future(self._once_durable(stored))
+
+    async def _once_durable(self, stored: asyncio.Future[None]) -> None:
+        await self.durable.wait()
+        await stored
+
+
+async def test_an_answer_at_once_shows_only_what_is_stored() -> None:
+    """SendMessage with return_immediately answers once the task's create is stored; the echo agent meanwhile
+    completes it, but that write is not durable yet: the answer must not show it (a crash would undo it)."""
+    store = HeldLaterWrites()
+    manager = TaskManager(store, EchoAgent())
+    card = a2a_pb2.AgentCard(name="test")
+    servicer = A2AServicer(manager, card, ExtensionRegistry([]))
+    request = send_request("hello")
+    request.configuration.return_immediately = True
+    answer = a2a_pb2.SendMessageResponse.FromString(await servicer.SendMessage(request, CallContext(principal="p")))
+    assert store.held >= 1, "the agent completed the task while the answer waited"
+    assert answer.task.status.state == a2a_pb2.TASK_STATE_SUBMITTED
+    assert not answer.task.artifacts
+    store.durable.set()
+    done = await manager.get_task(answer.task.id, CallContext(principal="p"))
+    assert done.status.state == a2a_pb2.TASK_STATE_COMPLETED

@@ -127,6 +127,18 @@ class LiveTask:
     async def durable(self) -> None:
         await wait_durable(self.last_write)
 
+    async def durable_task(self) -> a2a_pb2.Task:
+        """The task as far as it is stored, for an answer: nothing in it a crash could still take back. The
+        task as it stands once the write of its last change is durable; changes made while waiting (the agent
+        runs meanwhile) are not in it."""
+        write = self.last_write
+        if write is None or write.done():
+            await wait_durable(write)  # raises the write's error, if it failed; never suspends
+            return self.task
+        shown = copy_task(self.task)
+        await wait_durable(write)
+        return shown
+
 
 @dataclass(frozen=True, slots=True)
 class Subscription:

@@ -51,7 +51,7 @@ from a2a_grpc.tasks.rules import (
     stopped_message,
 )
 from a2a_grpc.tasks.run import TaskRun
-from a2a_grpc.tasks.subscriber import SUBSCRIBER_BUFFER_BYTES, Subscriber, wait_durable
+from a2a_grpc.tasks.subscriber import SUBSCRIBER_BUFFER_BYTES, Subscriber
 from a2a_grpc.tasks.writes import TaskWriter
 
 
@@ -98,12 +98,7 @@ class TaskManager:
         live = self._tasks.get(task_id)
         if live is not None and self._tasks.current(live):
             check_visible(task_id, live.owner, call, live.shown)
-            write = live.last_write
-            if write is None or write.done():
-                return live.task
-            snapshot = copy_task(live.task)
-            await wait_durable(write)
-            return snapshot
+            return await live.durable_task()
         task = await self.store.get_task(task_id, call.owner)
         if task is None:
             raise not_found(task_id)

@@ -67,6 +67,10 @@ class TaskRun:
         """Wait until the task's last change is stored."""
         await self.live.durable()
 
+    async def durable_task(self) -> a2a_pb2.Task:
+        """The task as far as it is stored, for an answer (LiveTask.durable_task)."""
+        return await self.live.durable_task()
+
     @property
     def context_id(self) -> str:
         return self.live.task.context_id
