@@ -19,6 +19,7 @@ from a2a_grpc.agents.echo import EchoAgent
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.protocol import SERVICE_NAME
 from a2a_grpc.store import SqliteStore
+from a2a_grpc.validation import MAX_PUSH_CREDENTIALS_CHARS, MAX_PUSH_TOKEN_CHARS
 
 UNAVAILABLE = grpc.StatusCode.UNAVAILABLE
 SERVING = health_pb2.HealthCheckResponse.SERVING
@@ -58,7 +59,9 @@ def error_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
 
 async def assert_storage_full(stub: Stub, task_id: str) -> None:
     """Every kind of write answers UNAVAILABLE STORAGE_UNAVAILABLE with a message a caller can act on."""
-    config = a2a_pb2.TaskPushNotificationConfig(task_id=task_id, url=DEAD_HOOK, token=BIG)
+    config = a2a_pb2.TaskPushNotificationConfig(task_id=task_id, url=DEAD_HOOK, token="x" * MAX_PUSH_TOKEN_CHARS)
+    config.authentication.scheme = "Bearer"
+    config.authentication.credentials = "x" * MAX_PUSH_CREDENTIALS_CHARS  # a config as large as one may be
     errors = [
         *[await rpc_error(stub.SendMessage(send_request(f"{BIG} {i}"), metadata=V1)) for i in range(3)],
         await stream_error(stub.SendStreamingMessage(send_request(f"{BIG} stream"), metadata=V1)),
