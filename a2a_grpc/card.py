@@ -37,10 +37,14 @@ def load_card(path: str | Path | None) -> a2a_pb2.AgentCard:
         json.loads(text)
     except json.JSONDecodeError as error:
         raise CardError(f"{where} is not JSON: {error}") from None
+    except RecursionError:
+        raise CardError(f"{where} nests JSON deeper than any agent card does") from None
     try:
         return json_format.Parse(text, a2a_pb2.AgentCard())
     except json_format.ParseError as error:
         raise CardError(f"{where} is not a valid lf.a2a.v1.AgentCard: {error}") from None
+    except RecursionError:
+        raise CardError(f"{where} nests JSON deeper than any agent card does") from None
 
 
 def register_card_extensions(card: a2a_pb2.AgentCard, extensions: ExtensionRegistry) -> None:

@@ -11,8 +11,9 @@ import os
 import signal
 import sys
 from collections.abc import Coroutine, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
+from a2a_grpc import setting_types
 from a2a_grpc.auth import AuthSettings, JwtSettings
 from a2a_grpc.card import CardError
 from a2a_grpc.cli_client import add_client_parsers, run_client_command
@@ -45,47 +46,6 @@ log = logging.getLogger("a2a_grpc.cli")  # not __name__: the workers run it as _
 
 def _env(name: str, default: str | None) -> str | None:
     return os.environ.get(f"A2A_GRPC_{name}", default)
-
-
-def _byte_count(text: str) -> int:
-    if not text.strip().isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive number of bytes, got {text!r}")
-    return int(text)
-
-
-def _seconds(text: str) -> float:
-    return _seconds_below(text, 86_400)
-
-
-def _duration(text: str) -> float:
-    """Seconds that may pass a day (up to a century)."""
-    return _seconds_below(text, 100 * 365 * 86_400)
-
-
-def _seconds_below(text: str, bound: float) -> float:
-    try:
-        seconds = float(text)
-    except ValueError:
-        seconds = -1.0
-    if not 0 < seconds < bound:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds above 0, got {text!r}")
-    return seconds
-
-
-def _positive_count(text: str) -> int:
-    if not text.strip().isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive whole number, got {text!r}")
-    return int(text)
-
-
-def _rate(text: str) -> float:
-    try:
-        rate = float(text)
-    except ValueError:
-        rate = -1.0
-    if not 0 <= rate < 1e9:
-        raise argparse.ArgumentTypeError(f"expected a number of requests per second, 0 for no limit, got {text!r}")
-    return rate
 
 
 def _auth_token(text: str) -> str:
@@ -143,42 +103,59 @@ def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
     named in brackets at the end of its help; a2a_grpc.config finds the variable there."""
     serve.add_argument(
         "--config",
+        type=setting_types.plain_text,
         metavar="FILE",
         default=_env("CONFIG", None),
         help="TOML file of settings, its keys these flags' names with - as _ (listen, http_listen, store, ...); "
         "the environment and the flags override it [A2A_GRPC_CONFIG] (default: none)",
     )
-    serve.add_argument("--listen", default=_env("LISTEN", "127.0.0.1:50051"), help="gRPC HOST:PORT [A2A_GRPC_LISTEN]")
+    serve.add_argument(
+        "--listen",
+        type=setting_types.listen_address,
+        default=_env("LISTEN", "127.0.0.1:50051"),
+        help="gRPC HOST:PORT [A2A_GRPC_LISTEN]",
+    )
     serve.add_argument(
         "--http-listen",
+        type=setting_types.optional_listen_address,
         default=_env("HTTP_LISTEN", "127.0.0.1:8080"),
         help="HOST:PORT for the HTTP agent card, '' for none [A2A_GRPC_HTTP_LISTEN]",
     )
     serve.add_argument(
-        "--card", default=_env("CARD", None), help="ProtoJSON AgentCard file [A2A_GRPC_CARD] (default: the demo card)"
+        "--card",
+        type=setting_types.plain_text,
+        default=_env("CARD", None),
+        help="ProtoJSON AgentCard file [A2A_GRPC_CARD] (default: the demo card)",
     )
     serve.add_argument(
         "--extended-card",
+        type=setting_types.plain_text,
         default=_env("EXTENDED_CARD", None),
         help="the AgentCard file GetExtendedAgentCard returns [A2A_GRPC_EXTENDED_CARD] (default: none)",
     )
     serve.add_argument(
         "--store",
+        type=setting_types.plain_text,
         default=_env("STORE", DEFAULT_STORE_URL),
         help="memory, sqlite:///PATH or postgresql://USER@HOST:PORT/DB [A2A_GRPC_STORE]",
     )
     serve.add_argument(
         "--agent",
+        type=setting_types.plain_text,
         default=_env("AGENT", None),
         help="MODULE:ATTR of the agent [A2A_GRPC_AGENT] (default: a2a_grpc.agents.echo:EchoAgent)",
     )
     serve.add_argument(
         "--app-dir",
+        type=setting_types.plain_text,
         default=_env("APP_DIR", "."),
         help="the directory --agent's MODULE is imported from, ahead of installed packages [A2A_GRPC_APP_DIR]",
     )
     serve.add_argument(
-        "--grace", type=float, default=_env("GRACE", "10"), help="shutdown grace seconds [A2A_GRPC_GRACE]"
+        "--grace",
+        type=setting_types.grace_seconds,
+        default=_env("GRACE", "10"),
+        help="shutdown grace seconds [A2A_GRPC_GRACE]",
     )
     serve.add_argument(
         "--missing-version-means",
@@ -224,18 +201,21 @@ def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
     for flag, default, meaning in byte_limits:
         env = flag.upper().replace("-", "_")
         serve.add_argument(
-            f"--{flag}", type=_byte_count, default=_env(env, str(default)), help=f"{meaning} [A2A_GRPC_{env}]"
+            f"--{flag}",
+            type=setting_types.byte_count,
+            default=_env(env, str(default)),
+            help=f"{meaning} [A2A_GRPC_{env}]",
         )
     serve.add_argument(
         "--max-requests-per-second",
-        type=_rate,
+        type=setting_types.rate,
         default=_env("MAX_REQUESTS_PER_SECOND", "0"),
         help="A2A calls per second per caller (its principal, or its address when anonymous), bursts up to one "
         "second's worth; more are RESOURCE_EXHAUSTED with a RetryInfo; 0 for no limit [A2A_GRPC_MAX_REQUESTS_PER_SECOND]",
     )
     serve.add_argument(
         "--max-auth-failures-per-second",
-        type=_rate,
+        type=setting_types.rate,
         default=_env("MAX_AUTH_FAILURES_PER_SECOND", f"{MAX_AUTH_FAILURES_PER_SECOND:g}"),
         help="failed authentications per second from one address (bursts up to one second's worth) before its "
         "next calls are RESOURCE_EXHAUSTED with a RetryInfo, unread; 0 for no limit "
@@ -260,31 +240,34 @@ def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
     for flag, count, meaning in count_limits:
         env = flag.upper().replace("-", "_")
         serve.add_argument(
-            f"--{flag}", type=_positive_count, default=_env(env, str(count)), help=f"{meaning} [A2A_GRPC_{env}]"
+            f"--{flag}",
+            type=setting_types.positive_count,
+            default=_env(env, str(count)),
+            help=f"{meaning} [A2A_GRPC_{env}]",
         )
     serve.add_argument(
         "--store-pool-size",
-        type=_positive_count,
+        type=setting_types.positive_count,
         default=_env("STORE_POOL_SIZE", "10"),
         help="connections to a postgresql:// store, per process [A2A_GRPC_STORE_POOL_SIZE]",
     )
     serve.add_argument(
         "--lease-seconds",
-        type=_seconds,
+        type=setting_types.seconds,
         default=_env("LEASE_SECONDS", str(LEASE_SECONDS)),
         help="with a shared store: a replica silent this long has died, and the tasks it ran are FAILED "
         "[A2A_GRPC_LEASE_SECONDS]",
     )
     serve.add_argument(
         "--poll-interval",
-        type=_seconds,
+        type=setting_types.seconds,
         default=_env("POLL_INTERVAL", str(POLL_SECONDS)),
         help="with a shared store: how often to poll for other replicas' events while notifications are down "
         "[A2A_GRPC_POLL_INTERVAL]",
     )
     serve.add_argument(
         "--event-retention",
-        type=_duration,
+        type=setting_types.duration,
         default=_env("EVENT_RETENTION", str(int(EVENT_RETENTION_SECONDS))),
         help="seconds a final task's events are kept for resumed streams, replicas and push delivery; then "
         "only the task is [A2A_GRPC_EVENT_RETENTION]",
@@ -292,13 +275,16 @@ def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
     add_push_arguments(serve)
     serve.add_argument(
         "--workers",
-        type=_positive_count,
+        type=setting_types.positive_count,
         default=_env("WORKERS", "1"),
         help="server processes sharing the ports, restarted when they die; more than 1 needs a postgresql:// "
         "store [A2A_GRPC_WORKERS]",
     )
     serve.add_argument(
-        "--log-level", default=_env("LOG_LEVEL", "INFO"), help="DEBUG, INFO, WARNING or ERROR [A2A_GRPC_LOG_LEVEL]"
+        "--log-level",
+        type=setting_types.log_level,
+        default=_env("LOG_LEVEL", "INFO"),
+        help="DEBUG, INFO, WARNING or ERROR [A2A_GRPC_LOG_LEVEL]",
     )
     serve.add_argument(
         "--log-format",
@@ -339,6 +325,7 @@ def add_auth_arguments(serve: argparse.ArgumentParser) -> None:
     """JWT access tokens and API keys (a2a_grpc.auth): each adds its scheme to the card when the card lacks one."""
     serve.add_argument(
         "--jwt-jwks-url",
+        type=setting_types.plain_text,
         metavar="URL",
         default=_env("JWT_JWKS_URL", None),
         help="https URL of the JWKS that verifies JWT access tokens (the card's bearer JWT, OAuth 2.0 and OpenID "
@@ -347,6 +334,7 @@ def add_auth_arguments(serve: argparse.ArgumentParser) -> None:
     )
     serve.add_argument(
         "--jwt-key",
+        type=setting_types.plain_text,
         metavar="FILE",
         default=_env("JWT_KEY", None),
         help="instead of --jwt-jwks-url: a PEM public key (or certificate) or a JWKS file that verifies JWT access "
@@ -354,12 +342,14 @@ def add_auth_arguments(serve: argparse.ArgumentParser) -> None:
     )
     serve.add_argument(
         "--jwt-issuer",
+        type=setting_types.plain_text,
         default=_env("JWT_ISSUER", None),
         help="the iss a JWT must carry; comma-join several [A2A_GRPC_JWT_ISSUER] (default: none; required with JWTs, "
         "except for a card's OpenID Connect or OAuth 2.0 scheme whose discovery document names it)",
     )
     serve.add_argument(
         "--jwt-audience",
+        type=setting_types.plain_text,
         default=_env("JWT_AUDIENCE", None),
         help="an aud a JWT must carry; comma-join several [A2A_GRPC_JWT_AUDIENCE] (default: none; required with JWTs)",
     )
@@ -371,6 +361,7 @@ def add_auth_arguments(serve: argparse.ArgumentParser) -> None:
     )
     serve.add_argument(
         "--api-keys",
+        type=setting_types.plain_text,
         metavar="FILE",
         default=_env("API_KEYS", None),
         help="API keys, one KEY=PRINCIPAL (or sha256:HEX=PRINCIPAL) a line; env:NAME reads them from the "
@@ -396,6 +387,7 @@ def add_tls_arguments(serve: argparse.ArgumentParser) -> None:
     """TLS on both ports (a2a_grpc.tls): the files are read again on SIGHUP."""
     serve.add_argument(
         "--tls-cert",
+        type=setting_types.plain_text,
         metavar="FILE",
         default=_env("TLS_CERT", None),
         help="PEM certificate chain (leaf first) for TLS on the gRPC and HTTP ports, with --tls-key; read again "
@@ -403,12 +395,14 @@ def add_tls_arguments(serve: argparse.ArgumentParser) -> None:
     )
     serve.add_argument(
         "--tls-key",
+        type=setting_types.plain_text,
         metavar="FILE",
         default=_env("TLS_KEY", None),
         help="the unencrypted PEM private key of --tls-cert [A2A_GRPC_TLS_KEY] (default: none)",
     )
     serve.add_argument(
         "--tls-client-ca",
+        type=setting_types.plain_text,
         metavar="FILE",
         default=_env("TLS_CLIENT_CA", None),
         help="PEM CA certificates: clients must present a certificate one of them signed, on both ports "
@@ -421,6 +415,7 @@ def add_push_arguments(serve: argparse.ArgumentParser) -> None:
     serve.add_argument(
         "--push-allow",
         action="append",
+        type=setting_types.host_or_network,
         default=_list_env("PUSH_ALLOW"),
         help="HOST or CIDR webhooks may reach although it is private, loopback or link-local; repeat or "
         "comma-join [A2A_GRPC_PUSH_ALLOW] (default: none: only public addresses)",
@@ -433,6 +428,7 @@ def add_push_arguments(serve: argparse.ArgumentParser) -> None:
     )
     serve.add_argument(
         "--push-signing-key",
+        type=setting_types.plain_text,
         action="append",
         default=_list_env("PUSH_SIGNING_KEY"),
         help="PEM private key (RSA or EC P-256) that signs notifications; repeat to publish the next key too, "
@@ -446,19 +442,19 @@ def add_push_arguments(serve: argparse.ArgumentParser) -> None:
     )
     serve.add_argument(
         "--push-max-attempts",
-        type=_positive_count,
+        type=setting_types.positive_count,
         default=_env("PUSH_MAX_ATTEMPTS", str(DeliverySettings().max_attempts)),
         help="attempts at one notification before it is given up on [A2A_GRPC_PUSH_MAX_ATTEMPTS]",
     )
     serve.add_argument(
         "--push-max-age",
-        type=_seconds,
+        type=setting_types.seconds,
         default=_env("PUSH_MAX_AGE", str(DeliverySettings().max_age_seconds)),
         help="seconds after its first attempt that a notification is given up on [A2A_GRPC_PUSH_MAX_AGE]",
     )
     serve.add_argument(
         "--push-timeout",
-        type=_seconds,
+        type=setting_types.seconds,
         default=_env("PUSH_TIMEOUT", "10"),
         help="seconds one delivery attempt may take [A2A_GRPC_PUSH_TIMEOUT]",
     )
@@ -605,8 +601,15 @@ def run_async(main: Coroutine[Any, Any, int]) -> int:
     return int(uvloop.run(main))
 
 
+class _OneLineErrors(argparse.ArgumentParser):
+    """Says what is wrong with the command line in one `a2a-grpc:` line (exit status 2), not with its usage."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"a2a-grpc: {message} (`{self.prog} --help` lists the options)\n")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser: argparse.ArgumentParser = _OneLineErrors(
         prog="a2a-grpc",
         description="A gRPC-first A2A v1.0 agent server and client.",
         epilog=EPILOG,

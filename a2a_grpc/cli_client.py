@@ -16,6 +16,7 @@ from typing import Any
 
 from google.protobuf.message import Message as ProtoMessage
 
+from a2a_grpc import setting_types
 from a2a_grpc.client import A2AClient, AgentCardError, fetch_agent_card, is_card_url, text_message
 from a2a_grpc.encoding import json_document
 from a2a_grpc.errors import A2AError
@@ -86,8 +87,15 @@ def _add_call_options(parser: argparse.ArgumentParser) -> None:
         help="PEM CA certificates to trust: the call is made over TLS (so is a grpcs:// address); an https:// "
         "card URL trusts them besides the system's",
     )
-    parser.add_argument("--tls-cert", metavar="FILE", help="PEM client certificate, for mutual TLS (with --tls-key)")
-    parser.add_argument("--tls-key", metavar="FILE", help="the unencrypted PEM private key of --tls-cert")
+    parser.add_argument(
+        "--tls-cert",
+        type=setting_types.plain_text,
+        metavar="FILE",
+        help="PEM client certificate, for mutual TLS (with --tls-key)",
+    )
+    parser.add_argument(
+        "--tls-key", type=setting_types.plain_text, metavar="FILE", help="the unencrypted PEM private key of --tls-cert"
+    )
 
 
 async def run_client_command(args: argparse.Namespace) -> int:

@@ -201,9 +201,9 @@ def _scalar(action: argparse.Action, raw: object) -> Any:
     """One value of a flag: a string for a flag without a converter; a number when the converter makes one."""
     if isinstance(raw, bool) or not isinstance(raw, str | int | float):
         raise _Problem(f"expected {_expected(action)}, got {_kind(raw)}")
+    if not isinstance(raw, str) and (action.type is None or _expected(action) == "a string"):
+        raise _Problem(f"expected a string, got {_kind(raw)}")
     if action.type is None:
-        if not isinstance(raw, str):
-            raise _Problem(f"expected a string, got {_kind(raw)}")
         value: Any = raw
     else:
         convert: _Converter | None = action.type if callable(action.type) else None

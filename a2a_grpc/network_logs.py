@@ -13,16 +13,19 @@ from aiohttp.http_exceptions import HttpProcessingError
 
 GRPC_LOGGER = "grpc._cython.cygrpc"
 _INVALID_ENCODING = "Invalid encoding on %s"
+_CLIENT_GONE = "ExecuteBatchError raised in core by servicer method"
 
 
-def quiet_grpc_metadata_logs() -> None:
-    """Drop the ERROR grpc logs, with a traceback, each time it decodes a request header value that is not
-    UTF-8 (several times a call). It decodes the value as Latin-1 then, and the call is answered as usual."""
-    logging.getLogger(GRPC_LOGGER).addFilter(_not_invalid_encoding)
+def quiet_grpc_client_logs() -> None:
+    """Drop two ERROR grpc logs with a traceback that tell of clients, not of the server: one each time it
+    decodes a request header value that is not UTF-8 (several times a call; it decodes the value as Latin-1
+    then, and the call is answered as usual), and one each time a client went away before grpc could send
+    it a stream's next event or a status (grpc ends the call; nothing is lost but what the client left)."""
+    logging.getLogger(GRPC_LOGGER).addFilter(_not_about_clients)
 
 
-def _not_invalid_encoding(record: logging.LogRecord) -> bool:
-    return record.msg != _INVALID_ENCODING
+def _not_about_clients(record: logging.LogRecord) -> bool:
+    return record.msg != _INVALID_ENCODING and not str(record.msg).startswith(_CLIENT_GONE)
 
 
 class HttpServerLog(logging.LoggerAdapter[logging.Logger]):

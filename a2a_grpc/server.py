@@ -36,7 +36,7 @@ from a2a_grpc.interceptors.server.extensions import MAX_EXTENSIONS_PER_CALL
 from a2a_grpc.interceptors.server.limits import MAX_AUTH_FAILURES_PER_SECOND
 from a2a_grpc.interceptors.server.services import GuardedServices
 from a2a_grpc.interceptors.server.tenants import TenantCheck
-from a2a_grpc.network_logs import HttpServerLog, quiet_grpc_metadata_logs
+from a2a_grpc.network_logs import HttpServerLog, quiet_grpc_client_logs
 from a2a_grpc.protocol import AGENT_CARD_PATH, SERVICE_NAME
 from a2a_grpc.push.service import JWKS_PATH, PushService, PushSettings
 from a2a_grpc.reflection import add_reflection
@@ -145,14 +145,22 @@ def load_agent(spec: str | None) -> AgentExecutor:
         target: Any = importlib.import_module(module_name)
         for name in attr.split("."):
             target = getattr(target, name)
-    except (ImportError, AttributeError) as error:
-        raise ValueError(f"cannot load agent {spec}: {error}") from None
-    if isinstance(target, type) or (callable(target) and not hasattr(target, "execute")):
-        target = target()
+        if isinstance(target, type) or (callable(target) and not hasattr(target, "execute")):
+            target = target()
+    except Exception as error:  # whatever the module or the constructor raised: one line, no traceback
+        raise ValueError(f"cannot load agent {spec}: {_one_line(error)}") from None
     agent = target
     if not hasattr(agent, "execute"):
         raise ValueError(f"{spec} is not an agent: it has no execute(context, events) method")
     return agent  # type: ignore[no-any-return]
+
+
+def _one_line(error: Exception) -> str:
+    """What went wrong, on one line: the exception's kind and text (a syntax error's file and line too)."""
+    if isinstance(error, SyntaxError):
+        return f"SyntaxError: {error.msg} ({error.filename}, line {error.lineno})"
+    text = " ".join(str(error).split())
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
 def interface_url(address: str, tls: bool) -> str:
@@ -304,7 +312,7 @@ class A2AServer:
             max_extensions_per_call=settings.max_extensions_per_call,
             tenants=TenantCheck(interface.tenant for interface in self.card.supported_interfaces),
         )
-        quiet_grpc_metadata_logs()
+        quiet_grpc_client_logs()
         server = grpc.aio.server(
             options=[
                 ("grpc.max_receive_message_length", settings.max_message_bytes),

@@ -241,7 +241,11 @@ BAD_LINES = [
     ("push_allow_http", 'push_allow_http = "yes"', "push_allow_http: expected true or false, got a string"),
     ("listen", "listen = 50051", "listen: expected a string, got an integer"),
     ("max_list_page_bytes", "max_list_page_bytes = 0", "max_list_page_bytes: must be a positive number of bytes"),
-    ("lease_seconds", "lease_seconds = -1", "lease_seconds: expected a number of seconds above 0, got '-1'"),
+    (
+        "lease_seconds",
+        "lease_seconds = -1",
+        "lease_seconds: expected a number of seconds above 0 (below 86400), got '-1'",
+    ),
     ("unary_echo", 'unary_echo = "header"', "unary_echo: expected one of 'trailers', 'headers', got 'header'"),
     ("log_format", 'log_format = "xml"', "log_format: expected one of 'text', 'json', got 'xml'"),
     ("access_log", 'access_log = "off"', "access_log: expected true or false, got a string"),
@@ -273,7 +277,7 @@ def test_config_check_says_ok_for_a_good_file_and_lists_every_problem_of_a_bad_o
     assert (code, out) == (2, "")
     assert err.splitlines() == [
         f"a2a-grpc: {bad}:1: workers: must be a positive whole number, got '0'",
-        f"a2a-grpc: {bad}:2: grace: expected a number, got a string",
+        f"a2a-grpc: {bad}:2: grace: expected a number of seconds from 0 (below 86400), got 'soon'",
         f"a2a-grpc: {bad}:3: unknown key 'nope' (the keys are serve's flags with - as _, e.g. http_listen)",
     ]
 

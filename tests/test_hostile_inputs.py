@@ -299,6 +299,7 @@ async def hostile(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Har
             bearer_tokens={ALICE: "alice", BOB: "bob"},
             max_message_bytes=MAX_MESSAGE_BYTES,
             push=LOOPBACK_PUSH,
+            max_auth_failures_per_second=0,  # hostile headers fail authentication by the thousand
         ),
         agent=Agent(),
     )

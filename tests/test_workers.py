@@ -249,9 +249,10 @@ def test_more_than_one_worker_on_a_store_of_one_process_is_refused(
 def test_a_worker_count_that_is_not_positive_is_a_usage_error(tmp_path: Path, value: str) -> None:
     done = run_serve(["--workers", value, "--store", "memory"], cwd=tmp_path)
     assert done.returncode == 2
-    assert done.stderr.splitlines()[-1] == (
-        f"a2a-grpc serve: error: argument --workers: must be a positive whole number, got {value!r}"
-    )
+    assert done.stderr.splitlines() == [
+        f"a2a-grpc: argument --workers: must be a positive whole number, got {value!r} "
+        "(`a2a-grpc serve --help` lists the options)"
+    ]
 
 
 def test_a_port_in_use_is_refused_by_the_parent(tmp_path: Path) -> None:

@@ -1,0 +1,125 @@
+"""The converters of `a2a-grpc serve`'s settings: each checks one value as it is read, from a flag, the
+environment or the config file alike, and refuses it with a message that quotes at most SHOWN_CHARS of it."""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import logging
+import math
+import re
+
+SHOWN_CHARS = 80
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+MAX_PORT = 65_535
+_HOSTNAME = re.compile(r"(?=.{1,253}$)[A-Za-z0-9_]([A-Za-z0-9_-]{0,62})(\.[A-Za-z0-9_]([A-Za-z0-9_-]{0,62}))*\.?")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def shown(text: str) -> str:
+    """`text` quoted, cut to SHOWN_CHARS characters."""
+    return repr(text) if len(text) <= SHOWN_CHARS else repr(text[:SHOWN_CHARS]) + "\u2026"
+
+
+def _refuse(what: str, text: str, *, verb: str = "expected") -> argparse.ArgumentTypeError:
+    return argparse.ArgumentTypeError(f"{verb} {what}, got {shown(text)}")
+
+
+def plain_text(text: str) -> str:
+    """A name, path or URL: no NUL or other control characters."""
+    if _CONTROL.search(text):
+        raise _refuse("text without control characters (NUL, newlines, ...)", text)
+    return text
+
+
+def byte_count(text: str) -> int:
+    if not text.strip().isdigit() or int(text) < 1:
+        raise _refuse("a positive number of bytes", text, verb="must be")
+    return int(text)
+
+
+def positive_count(text: str) -> int:
+    if not text.strip().isdigit() or int(text) < 1:
+        raise _refuse("a positive whole number", text, verb="must be")
+    return int(text)
+
+
+def _number(text: str) -> float:
+    try:
+        number = float(text)
+    except ValueError:
+        return math.nan
+    return number
+
+
+def seconds_below(text: str, bound: float, *, zero: bool = False) -> float:
+    """Seconds: a finite number above 0 (or 0 itself, with `zero`) and below `bound`."""
+    seconds = _number(text)
+    if not ((seconds >= 0 if zero else seconds > 0) and seconds < bound):
+        raise _refuse(f"a number of seconds {'from' if zero else 'above'} 0 (below {bound:g})", text)
+    return seconds
+
+
+def seconds(text: str) -> float:
+    return seconds_below(text, 86_400)
+
+
+def duration(text: str) -> float:
+    """Seconds that may pass a day (up to a century)."""
+    return seconds_below(text, 100 * 365 * 86_400)
+
+
+def grace_seconds(text: str) -> float:
+    """A shutdown grace period: 0 (stop at once) up to a day."""
+    return seconds_below(text, 86_400, zero=True)
+
+
+def rate(text: str) -> float:
+    value = _number(text)
+    if not 0 <= value < 1e9:
+        raise _refuse("a number per second, 0 for no limit", text)
+    return value
+
+
+def log_level(text: str) -> str:
+    level = text.strip().upper()
+    if level not in LOG_LEVELS or not isinstance(logging.getLevelName(level), int):
+        raise _refuse(f"one of {', '.join(LOG_LEVELS)}", text)
+    return level
+
+
+def listen_address(text: str) -> str:
+    """HOST:PORT (an IPv6 host in brackets), the port 0 (any free one) to 65535."""
+    host, sep, port = text.rpartition(":")
+    bare = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    if not sep or not port.isdigit() or int(port) > MAX_PORT or not _is_host(bare):
+        raise _refuse("HOST:PORT with a port from 0 to 65535", text)
+    return text
+
+
+def optional_listen_address(text: str) -> str:
+    """HOST:PORT, or '' for none."""
+    return text if text == "" else listen_address(text)
+
+
+def host_or_network(text: str) -> str:
+    """--push-allow's items, comma-joined: each a host name, an IP address or a CIDR network."""
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        if "/" in item:
+            try:
+                ipaddress.ip_network(item, strict=False)
+            except ValueError:
+                raise _refuse("a host, an IP address or a CIDR network (10.0.0.0/8)", item) from None
+        elif not _is_host(item):
+            raise _refuse("a host, an IP address or a CIDR network (10.0.0.0/8)", item)
+    return text
+
+
+def _is_host(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return bool(_HOSTNAME.fullmatch(text))
+    return True
