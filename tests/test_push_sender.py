@@ -16,7 +16,7 @@ from test_push_guard import LoopbackOnlyConnector, TableResolver
 
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.push import AddressPolicy, Outcome, PushSender, backoff, safe_host
-from a2a_grpc.push.host_slots import HostSlots, authority
+from a2a_grpc.push.slots import KeyedSlots, authority
 
 LOOPBACK = AddressPolicy(allow=["127.0.0.1"], allow_http=True)
 
@@ -203,7 +203,7 @@ def test_safe_host_drops_everything_but_the_host() -> None:
 
 
 async def test_host_slots_bound_each_host_alone_and_forget_idle_hosts() -> None:
-    slots = HostSlots(1)
+    slots = KeyedSlots(1)
     entered: list[str] = []
 
     async def request(host: str, release: asyncio.Event) -> None:

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from google.protobuf import json_format
 
 from a2a_grpc.generated import a2a_pb2
-from a2a_grpc.push.host_slots import HostSlots, authority
 from a2a_grpc.push.sender import POOL_LIMIT_PER_HOST, Attempt, PushSender, backoff, safe_host
+from a2a_grpc.push.slots import KeyedSlots, authority
 from a2a_grpc.store.base import EVENT_PAGE_BYTES, EventsPrunedError, PushTarget, TaskEvent, TaskStore, page_cut
 
 log = logging.getLogger(__name__)
@@ -37,6 +37,7 @@ class DeliverySettings:
     max_age_seconds: float = 3600.0  # ... or time since its first attempt
     concurrency: int = 64  # requests in flight over all webhooks
     per_host: int = POOL_LIMIT_PER_HOST  # ... and to one webhook host, so that a host that hangs holds no more
+    per_owner: int = 16  # ... and for one caller's webhooks, so that a caller whose webhooks hang holds no more
     couriers: int = 256  # webhooks served at once
     claim_seconds: float = 30.0  # a courier's hold on its webhook, renewed every half of it and before each retry
     sweep_seconds: float = 1.0  # how often to look for due notifications nobody announced
@@ -61,7 +62,8 @@ class PushWorker:
         self.claimer = claimer
         self.settings = settings
         self._requests = asyncio.Semaphore(settings.concurrency)
-        self._host_slots = HostSlots(settings.per_host)
+        self._host_slots = KeyedSlots(settings.per_host)
+        self._owner_slots = KeyedSlots(settings.per_owner)
         self._couriers: dict[str, dict[str, asyncio.Task[None]]] = {}  # task id -> config id -> its courier
         self._courier_count = 0
         self._more: set[tuple[str, str]] = set()  # couriers whose task stored events after their last read
@@ -186,7 +188,7 @@ class PushWorker:
             self._wakeup.set()
 
     async def _courier(self, target: PushTarget) -> None:
-        hold = _Hold(target.config, target.delivered, time.monotonic() + self.settings.claim_seconds / 2)
+        hold = _Hold(target.owner, target.config, target.delivered, time.monotonic() + self.settings.claim_seconds / 2)
         key = (hold.config.task_id, hold.config.id)
         events = list(target.events)
         try:
@@ -264,7 +266,7 @@ class PushWorker:
         attempt_number = 0
         host = authority(config.url)
         while True:
-            async with self._host_slots.slot(host), self._requests:
+            async with self._owner_slots.slot(hold.owner), self._host_slots.slot(host), self._requests:
                 attempt = await self.sender.post(config, body, config.task_id)
             if attempt.delivered:
                 self._on_delivery("delivered")
@@ -286,9 +288,10 @@ class PushWorker:
 
 @dataclass(slots=True)
 class _Hold:
-    """A courier's claimed webhook: the config as last read, the last event delivered (or given up on),
-    and when the claim is to be renewed."""
+    """A courier's claimed webhook: whose it is, the config as last read, the last event delivered (or given
+    up on), and when the claim is to be renewed."""
 
+    owner: str
     config: a2a_pb2.TaskPushNotificationConfig
     delivered: int
     renew_at: float  # time.monotonic()

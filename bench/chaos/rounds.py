@@ -192,7 +192,9 @@ class ScenarioRun:
             self.ledger.violation(f"{self.where(number)} no task of a replica stopped past its lease was failed")
         await asyncio.sleep(SLOW_CHUNK_SECONDS * 3 + 1.0)  # its agents wake and try to publish
         after = await self._tasks(other, caller, list(failed))
-        changed = [task_id for task_id, task in after.items() if task != failed[task_id]]
+        changed = {
+            task_id: _differences(failed[task_id], task) for task_id, task in after.items() if task != failed[task_id]
+        }
         if changed:
             self.ledger.violation(
                 f"{self.where(number)} a replica back from SIGSTOP wrote to tasks failed meanwhile: {changed}"
@@ -338,6 +340,15 @@ class ScenarioRun:
                         break
                 if len(set(ids)) != len(ids) or len(set(first_messages)) != len(first_messages):
                     self.ledger.violation(f"[{self.scenario.name}] a task listed twice, or one message made two tasks")
+
+
+def _differences(before: a2a_pb2.Task, after: a2a_pb2.Task) -> list[str]:
+    """The fields of a task that differ between two readings of it."""
+    return [
+        field.name
+        for field in a2a_pb2.Task.DESCRIPTOR.fields
+        if getattr(before, field.name) != getattr(after, field.name)
+    ]
 
 
 Answer = TypeVar("Answer")
