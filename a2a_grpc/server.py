@@ -30,6 +30,7 @@ from a2a_grpc.auth import AuthSettings, Verifiers, secure_cards
 from a2a_grpc.card import GRPC_BINDING, CardError, card_json, complete_card, load_card, register_card_extensions
 from a2a_grpc.extensions import MAX_EXTENSION_PAYLOAD_BYTES, ExtensionRegistry
 from a2a_grpc.generated import a2a_pb2
+from a2a_grpc.http_guard import ConnectionGuard
 from a2a_grpc.ids import new_id
 from a2a_grpc.interceptors.server import Limits, ServerChain
 from a2a_grpc.interceptors.server.extensions import MAX_EXTENSIONS_PER_CALL
@@ -125,6 +126,10 @@ class ServerSettings:
     tracing: bool = False  # OpenTelemetry spans of calls, agent runs and store writes (the otel extra)
     # While serving, the store is asked for a trivial read this often; no answer within the timeout (or an
     # error) turns readiness NOT_SERVING until an answer comes again.
+    # The HTTP port (a2a_grpc.http_guard): connections open at most, and the seconds a connection is given to
+    # send a request's head (from its opening, or its last response; idle keep-alive ones close after as long).
+    http_max_connections: int = 512
+    http_head_seconds: float = 10.0
     readiness_interval_seconds: float = 2.0
     readiness_timeout_seconds: float = 3.0
     # TLS on both ports (a2a_grpc.tls), reloaded by reload_certificates(): the PEM certificate chain and its
@@ -277,6 +282,7 @@ class A2AServer:
         self.http_port = 0
         self._server: grpc.aio.Server | None = None
         self._http: web.AppRunner | None = None
+        self._http_server: asyncio.Server | None = None
 
     def _push_service(self) -> PushService:
         claimer = getattr(self.store, "replica_id", "") or new_id()  # replicas claim webhooks as themselves
@@ -473,7 +479,10 @@ class A2AServer:
                 return web.Response(status=304, headers=headers)
             return web.Response(body=body, content_type="application/json", headers=headers)
 
-        app = web.Application()
+        guard = ConnectionGuard(
+            max_connections=self.settings.http_max_connections, head_seconds=self.settings.http_head_seconds
+        )
+        app = web.Application(middlewares=[guard.middleware])
         app.router.add_get(AGENT_CARD_PATH, agent_card)
         jwks = self.push.jwks() if self.push is not None else None
         if jwks is not None:
@@ -484,21 +493,23 @@ class A2AServer:
             app.router.add_get(JWKS_PATH, signing_keys)
         if self.metrics is not None:
             app.router.add_get(METRICS_PATH, await self._metrics_handler(self.metrics.registry))
-        runner = web.AppRunner(app, access_log=None, logger=HttpServerLog(server_logger))
+        runner = web.AppRunner(
+            app, access_log=None, logger=HttpServerLog(server_logger), keepalive_timeout=self.settings.http_head_seconds
+        )
         await runner.setup()
+        guard.protocols = runner.server
         self._http = runner
         host, _, port = listen.rpartition(":")
-        site = web.TCPSite(
-            runner,
+        tls = self.tls.ssl_context() if self.tls is not None else None
+        self._http_server = await asyncio.get_running_loop().create_server(
+            guard,
             host.strip("[]") or "127.0.0.1",
             int(port),
+            ssl=tls,
+            ssl_handshake_timeout=self.settings.http_head_seconds if tls is not None else None,
             reuse_port=self.settings.worker_mode,
-            ssl_context=self.tls.ssl_context() if self.tls is not None else None,
         )
-        await site.start()
-        server = getattr(site, "_server", None)
-        sockets = getattr(server, "sockets", None) or ()
-        self.http_port = sockets[0].getsockname()[1] if sockets else int(port)
+        self.http_port = self._http_server.sockets[0].getsockname()[1]
 
     async def stop(self, grace: float | None = None) -> None:
         """Stop serving: health NOT_SERVING, drain calls for `grace` seconds, then close everything."""
@@ -526,6 +537,9 @@ class A2AServer:
         if self._access_log is not None:  # the lines of the last calls, which it writes in batches
             self._access_log.flush()
         self._server = None
+        if self._http_server is not None:
+            self._http_server.close()
+            self._http_server = None
         if self._http is not None:
             await self._http.cleanup()
             self._http = None
