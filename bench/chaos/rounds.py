@@ -1,5 +1,6 @@
 """One scenario of the chaos harness: its servers (and PostgreSQL), its rounds of cut calls and faults, and
-the invariants checked after each round and at the end.
+the invariants checked after each round and at the end. The checks' calls wait for their channel to be
+ready (a server just restarted may still be in the backoff of a connection refused while it was down).
 
 Invariants: every server process alive (no death by a signal or otherwise but the ones injected) and
 nothing unhandled in its log (a traceback, a fatal error); health SERVING again once a fault ends; every
@@ -208,7 +209,10 @@ class ScenarioRun:
             found = {}
             for task_id in task_ids:
                 found[task_id] = await stub.GetTask(
-                    a2a_pb2.GetTaskRequest(id=task_id), metadata=caller.metadata, timeout=CALL_SECONDS
+                    a2a_pb2.GetTaskRequest(id=task_id),
+                    metadata=caller.metadata,
+                    timeout=CALL_SECONDS,
+                    wait_for_ready=True,
                 )
             return found
 
@@ -296,7 +300,9 @@ class ScenarioRun:
             get = stub_of(channels[server.name]).GetTask
             async with limit:
                 try:
-                    await patiently(lambda: get(request, metadata=caller.metadata, timeout=CALL_SECONDS))
+                    await patiently(
+                        lambda: get(request, metadata=caller.metadata, timeout=CALL_SECONDS, wait_for_ready=True)
+                    )
                 except grpc.aio.AioRpcError as error:
                     self.ledger.violation(
                         f"{self.where(number)} acknowledged task {task_id} of {caller.name}: GetTask on "
@@ -331,7 +337,9 @@ class ScenarioRun:
                 while True:
                     request = a2a_pb2.ListTasksRequest(page_size=100, page_token=token)
                     page = await patiently(
-                        lambda: stub.ListTasks(request, metadata=caller.metadata, timeout=CALL_SECONDS)  # noqa: B023
+                        lambda: stub.ListTasks(
+                            request, metadata=caller.metadata, timeout=CALL_SECONDS, wait_for_ready=True
+                        )  # noqa: B023
                     )
                     ids += [task.id for task in page.tasks]
                     first_messages += [task.history[0].message_id for task in page.tasks if task.history]
