@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import random
 import re
 import signal
@@ -335,11 +336,14 @@ class ScenarioRun:
                 first_messages: list[str] = []
                 token = ""
                 while True:
-                    request = a2a_pb2.ListTasksRequest(page_size=100, page_token=token)
                     page = await patiently(
-                        lambda: stub.ListTasks(
-                            request, metadata=caller.metadata, timeout=CALL_SECONDS, wait_for_ready=True
-                        )  # noqa: B023
+                        functools.partial(
+                            stub.ListTasks,
+                            a2a_pb2.ListTasksRequest(page_size=100, page_token=token),
+                            metadata=caller.metadata,
+                            timeout=CALL_SECONDS,
+                            wait_for_ready=True,
+                        )
                     )
                     ids += [task.id for task in page.tasks]
                     first_messages += [task.history[0].message_id for task in page.tasks if task.history]

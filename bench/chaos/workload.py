@@ -20,7 +20,7 @@ from typing import Any
 import grpc
 
 from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
-from a2a_grpc.protocol import RESUME_EXTENSION_URI, STREAM_AFTER_HEADER
+from a2a_grpc.protocol import A2A_SERVICE, RESUME_EXTENSION_URI, STREAM_AFTER_HEADER
 from bench.chaos.agent import ASK, ECHO, SLOW
 from bench.chaos.ledger import Caller, Ledger
 
@@ -31,17 +31,7 @@ SLOW_READER_PAUSE = 0.05
 MAX_CUT_SECONDS = 0.2  # a stream the client cuts is cut after a few events, or this soon at the latest
 METHOD_PREFIX = "/lf.a2a.v1.A2AService/"
 RESUME = (("a2a-extensions", RESUME_EXTENSION_URI),)
-UNARY_METHODS = (
-    "SendMessage",
-    "GetTask",
-    "ListTasks",
-    "CancelTask",
-    "CreateTaskPushNotificationConfig",
-    "GetTaskPushNotificationConfig",
-    "ListTaskPushNotificationConfigs",
-    "DeleteTaskPushNotificationConfig",
-    "GetExtendedAgentCard",
-)
+UNARY_METHODS = tuple(method.name for method in A2A_SERVICE.methods if not method.server_streaming)
 
 
 _message_numbers = itertools.count(1)
@@ -385,23 +375,12 @@ def malformed_body(rnd: random.Random) -> bytes:
         return valid[: rnd.randint(1, len(valid) - 1)]
     if kind == 2:
         return bytes([0xF8, 0xFF, 0xFF, 0x0F]) + rnd.randbytes(16)  # field 2^25-ish, a varint then garbage
-    depth = rnd.randint(40, 200)
-    body = b""
-    for _ in range(depth):  # Message.metadata (Struct) nesting Value.struct_value
-        body = b"\x0a" + _varint(len(body)) + body
-    return b"\x0a" + _varint(len(body)) + body
-
-
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while True:
-        low = value & 0x7F
-        value >>= 7
-        if value:
-            out.append(low | 0x80)
-        else:
-            out.append(low)
-            return bytes(out)
+    request = a2a_pb2.SendMessageRequest(message=text_message("deep"))
+    value = request.metadata.fields["deep"]
+    for _ in range(rnd.randint(40, 200)):  # JSON arrays nested past what any request may hold
+        value = value.list_value.values.add()
+    value.string_value = "bottom"
+    return request.SerializeToString()
 
 
 Operation = Callable[[Client], Awaitable[object]]
