@@ -4,7 +4,9 @@ aiohttp reads a request's head without a time limit and keeps every connection a
 sending a byte a second hold their connections for ever, and enough of them use up the process's file
 descriptors. Here every connection of the HTTP port goes through ConnectionGuard: past `max_connections`
 open ones a new one is closed at once (a WARNING a minute says so while it lasts), and a connection that has
-not sent a whole request head within `head_seconds` of opening, or of its last response, is closed.
+not sent a whole request head within `head_seconds` of opening, or of its last response, is closed. Over TLS
+a connection counts once its handshake is done (asyncio hands it over only then); handshakes under way are
+bounded by the server's handshake timeout instead.
 """
 
 from __future__ import annotations

@@ -102,8 +102,11 @@ class A2AServicer:
         else:
             await asyncio.to_thread(self._validate_send, request, payloads)
         if push_config:
-            path = "configuration.task_push_notification_config."
-            await self._check_destination(configuration.task_push_notification_config.url, path)
+            config = configuration.task_push_notification_config
+            await self._check_destination(config.url, "configuration.task_push_notification_config.")
+            if request.message.task_id:  # it joins the task's configs: refused before the message is taken
+                room = a2a_pb2.TaskPushNotificationConfig(task_id=request.message.task_id, id=config.id)
+                await self.manager.check_push_room(room, call)
 
     def _validate_send(self, request: a2a_pb2.SendMessageRequest, payloads: list[ExtensionPayload]) -> None:
         """Everything about a SendMessageRequest that reads it whole; safe in a worker thread."""

@@ -26,9 +26,13 @@ def _refuse(what: str, text: str, *, verb: str = "expected") -> argparse.Argumen
 
 
 def plain_text(text: str) -> str:
-    """A name, path or URL: no NUL or other control characters."""
-    if _CONTROL.search(text):
-        raise _refuse("text without control characters (NUL, newlines, ...)", text)
+    """A name, path or URL: no NUL or other control characters. The value is not quoted in the refusal: a URL
+    may hold a password."""
+    found = _CONTROL.search(text)
+    if found:
+        raise argparse.ArgumentTypeError(
+            f"expected text without control characters (NUL, newlines, ...), got one at character {found.start() + 1}"
+        )
     return text
 
 

@@ -8,6 +8,7 @@ import pytest
 from conftest import DEAD_HOOK, V1, StartServer, bad_request, send_request
 from rpc_helpers import assert_error, make_stub, rpc_error
 
+from a2a_grpc.agents.writer import WriterAgent
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.validation import (
     MAX_PUSH_CREDENTIALS_CHARS,
@@ -106,3 +107,22 @@ async def test_a_page_of_configs_ends_early_past_the_page_bytes_and_the_next_goe
                 break
     assert [config_id for page in pages for config_id in page] == [f"c{index}" for index in range(8)]
     assert all(1 <= len(page) <= 3 for page in pages) and len(pages) >= 3
+
+
+async def test_a_message_whose_config_finds_no_room_is_refused_before_it_is_taken(start_server: StartServer) -> None:
+    """A message continuing a task, with a config the task has no room for: refused, and the task is as it was
+    (had the message been taken first, its caller would retry a message the agent already ran)."""
+    server = await start_server(agent=WriterAgent(chunk_delay=0), max_push_configs_per_task=1)
+    async with grpc.aio.insecure_channel(server.grpc_target) as channel:
+        stub = make_stub(channel)
+        task = (await stub.SendMessage(send_request("the sea"), metadata=V1)).task
+        assert task.status.state == a2a_pb2.TASK_STATE_INPUT_REQUIRED
+        await stub.CreateTaskPushNotificationConfig(config_with(task.id, {"id": "c0"}), metadata=V1)
+        follow = send_request("calm")
+        follow.message.task_id = task.id
+        follow.configuration.task_push_notification_config.CopyFrom(config_with("", {}))
+        refused = await rpc_error(stub.SendMessage(follow, metadata=V1))
+        assert_error(refused, grpc.StatusCode.RESOURCE_EXHAUSTED, "TOO_MANY_PUSH_CONFIGS", taskId=task.id)
+        still = await stub.GetTask(a2a_pb2.GetTaskRequest(id=task.id), metadata=V1)
+    assert still.status.state == a2a_pb2.TASK_STATE_INPUT_REQUIRED
+    assert len(still.history) == len(task.history)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 from conftest import send_request
 
@@ -103,17 +104,49 @@ class HeldLaterWrites(MemoryStore):
 
 async def test_an_answer_at_once_shows_only_what_is_stored() -> None:
     """SendMessage with return_immediately answers once the task's create is stored; the echo agent meanwhile
-    completes it, but that write is not durable yet: the answer must not show it (a crash would undo it)."""
+    completes it, but that write is held: while it is, no answer may show the completion (a crash would undo
+    it); once it is stored, the answer may."""
     store = HeldLaterWrites()
     manager = TaskManager(store, EchoAgent())
     card = a2a_pb2.AgentCard(name="test")
     servicer = A2AServicer(manager, card, ExtensionRegistry([]))
     request = send_request("hello")
     request.configuration.return_immediately = True
-    answer = a2a_pb2.SendMessageResponse.FromString(await servicer.SendMessage(request, CallContext(principal="p")))
+    answering = asyncio.ensure_future(servicer.SendMessage(request, CallContext(principal="p")))
+    for _ in range(100):  # loop turns, not time: the agent runs within a few
+        if store.held:
+            break
+        await asyncio.sleep(0)
     assert store.held >= 1, "the agent completed the task while the answer waited"
-    assert answer.task.status.state == a2a_pb2.TASK_STATE_SUBMITTED
-    assert not answer.task.artifacts
+    for _ in range(20):
+        await asyncio.sleep(0)
+    if answering.done():  # answered while the completion is held: only the stored task
+        early = a2a_pb2.SendMessageResponse.FromString(answering.result())
+        assert early.task.status.state == a2a_pb2.TASK_STATE_SUBMITTED and not early.task.artifacts
     store.durable.set()
+    answer = a2a_pb2.SendMessageResponse.FromString(await answering)
     done = await manager.get_task(answer.task.id, CallContext(principal="p"))
     assert done.status.state == a2a_pb2.TASK_STATE_COMPLETED
+
+
+async def test_a_load_every_caller_gave_up_on_leaves_no_live_entry() -> None:
+    """A CancelTask whose caller went away while its task was being loaded: the load still comes back (others
+    might share it), and with nobody left to hand the task back, its live entry is not kept."""
+    store = HeldFirstLoad()
+    manager = TaskManager(store, WriterAgent(chunk_delay=0))
+    call = CallContext(principal="p")
+    run = await manager.submit(send_request("the sea"), call)
+    await run.settled
+    await run.live.durable()
+    await asyncio.wait_for(run.runner, 5)  # type: ignore[arg-type]
+    given_up = asyncio.ensure_future(manager.cancel(run.task_id, call))
+    await store.loading.wait()
+    given_up.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await given_up
+    store.answer.set()
+    for _ in range(100):  # loop turns, not time: the load comes back within a few
+        await asyncio.sleep(0)
+    assert manager._tasks.get(run.task_id) is None
+    stored = await store.get_task(run.task_id, "p")
+    assert stored is not None and stored.status.state == a2a_pb2.TASK_STATE_INPUT_REQUIRED

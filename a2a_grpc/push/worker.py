@@ -15,6 +15,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 
 from google.protobuf import json_format
@@ -257,6 +258,11 @@ class PushWorker:
             return [TaskEvent(loaded.seq, loaded.task.status.state, body)]
         return events
 
+    def _owner_slot(self, owner: str) -> AbstractAsyncContextManager[None]:
+        """The caller's share of the requests; anonymous callers ("" on an open server) cannot be told apart,
+        so theirs are bounded by host alone."""
+        return self._owner_slots.slot(owner) if owner else contextlib.nullcontext()
+
     async def _deliver(self, hold: _Hold, event: TaskEvent) -> bool:
         """Post one event until a 2xx, a final refusal, or the attempts or the age run out; the claim is
         renewed before each wait between attempts. False when the claim was lost meanwhile."""
@@ -266,7 +272,7 @@ class PushWorker:
         attempt_number = 0
         host = authority(config.url)
         while True:
-            async with self._owner_slots.slot(hold.owner), self._host_slots.slot(host), self._requests:
+            async with self._owner_slot(hold.owner), self._host_slots.slot(host), self._requests:
                 attempt = await self.sender.post(config, body, config.task_id)
             if attempt.delivered:
                 self._on_delivery("delivered")

@@ -14,7 +14,7 @@ def as_store_error(exc: BaseException, prefix: str = "sqlite") -> BaseException:
     """StorageFullError for a full disk; StoreUnavailableError when the file cannot be read or written right
     now (an I/O error, a lock held past the busy timeout, a file that cannot be opened); StoreError for any
     other sqlite3 error; anything else as it is."""
-    code = exc.sqlite_errorcode & 0xFF if isinstance(exc, sqlite3.Error) else 0
+    code = getattr(exc, "sqlite_errorcode", 0) & 0xFF  # sqlite3's own errors (a closed connection) carry none
     if code == sqlite3.SQLITE_FULL:
         return StorageFullError(f"{prefix}: {exc}")
     if code in _UNAVAILABLE or isinstance(exc, OSError):

@@ -128,15 +128,15 @@ class LiveTask:
         await wait_durable(self.last_write)
 
     async def durable_task(self) -> a2a_pb2.Task:
-        """The task as far as it is stored, for an answer: nothing in it a crash could still take back. The
-        task as it stands once the write of its last change is durable; changes made while waiting (the agent
-        runs meanwhile) are not in it."""
-        write = self.last_write
-        if write is None or write.done():
-            await wait_durable(write)  # raises the write's error, if it failed; never suspends
+        """The task as far as it is stored, for an answer: nothing in it a crash could still take back. The task
+        once the write of its last change is durable; if the agent changed it meanwhile, the task as it stood
+        then, once that newer write is durable too (changes made after that are not in it)."""
+        write, version = self.last_write, self.version
+        await wait_durable(write)  # raises the write's error, if it failed; done already: never suspends
+        if self.version == version:  # nothing changed meanwhile: all of it is stored
             return self.task
-        shown = copy_task(self.task)
-        await wait_durable(write)
+        shown = copy_task(self.task)  # the agent went on: show where it stands once that is stored too
+        await wait_durable(self.last_write)
         return shown
 
 

@@ -8,10 +8,15 @@ import functools
 from collections.abc import Iterator
 
 from a2a_grpc.call import CallContext
+from a2a_grpc.errors import UnavailableError
 from a2a_grpc.store.base import TaskStore
 from a2a_grpc.tasks.live import LiveTask
 from a2a_grpc.tasks.rules import check_visible, not_found
 from a2a_grpc.tasks.subscriber import Subscriber, TaskLog
+
+# A load that keeps finding its entry released by another caller of the same load gives up after this many.
+MAX_LOAD_ATTEMPTS = 8
+BUSY_RETRY_SECONDS = 0.1
 
 
 class LiveTasks:
@@ -22,6 +27,7 @@ class LiveTasks:
         self.subscriber_buffer_bytes = subscriber_buffer_bytes
         self._by_id: dict[str, LiveTask] = {}
         self._loading: dict[tuple[str, str], asyncio.Future[LiveTask | None]] = {}  # see _loaded
+        self._waiting: dict[tuple[str, str], int] = {}  # callers waiting for each load
 
     def __iter__(self) -> Iterator[LiveTask]:
         """The live tasks as they are now (a copy: entries may come and go while the caller goes through it)."""
@@ -47,32 +53,48 @@ class LiveTasks:
 
         A caller that loads one and then refuses the request hands it back with `release`.
         """
-        live = self._by_id.get(task_id)
-        if live is None or not self.current(live):
+        for _ in range(MAX_LOAD_ATTEMPTS):
+            live = self._by_id.get(task_id)
+            if live is not None and self.current(live):
+                break
             live = await self._loaded(task_id, call.owner)
             if live is None:
                 raise not_found(task_id)
+            if self._by_id.get(task_id) is live:
+                break  # else another caller of the same load released it meanwhile: load it again
+        else:
+            raise UnavailableError(f"task {task_id} is busy; retry", retry_delay=BUSY_RETRY_SECONDS)
         check_visible(task_id, live.owner, call, live.shown)
         return live
 
-    def _loaded(self, task_id: str, owner: str) -> asyncio.Future[LiveTask | None]:
+    async def _loaded(self, task_id: str, owner: str) -> LiveTask | None:
         """One load of the task from the store at a time, whoever asks meanwhile (None: not the owner's).
 
         A second load begun while a first is under way could read the task before the first's changes are
         stored and come back after its live entry was released: two live entries, two writes of one
         version. Shared, a load's result becomes the live entry once, in the load itself; shielded, one
-        caller giving up does not cancel it for the others."""
+        caller giving up does not cancel it for the others; and when every caller gave up before it came
+        back, nobody holds the entry it made, so it is released at once."""
         key = (task_id, owner)
         loading = self._loading.get(key)
         if loading is None:
             loading = self._loading[key] = asyncio.ensure_future(self._load(task_id, owner))
             loading.add_done_callback(functools.partial(self._load_done, key))
-        return asyncio.shield(loading)
+        self._waiting[key] = self._waiting.get(key, 0) + 1
+        try:
+            return await asyncio.shield(loading)
+        finally:
+            left = self._waiting.pop(key) - 1
+            if left:
+                self._waiting[key] = left
 
     def _load_done(self, key: tuple[str, str], loading: asyncio.Future[LiveTask | None]) -> None:
         del self._loading[key]
-        if not loading.cancelled():
-            loading.exception()  # retrieved here: every caller may have given up waiting for it
+        if loading.cancelled() or loading.exception() is not None:  # retrieved: callers may all have gone
+            return
+        live = loading.result()
+        if live is not None and key not in self._waiting:  # every caller gave up waiting
+            self.release(live)
 
     async def _load(self, task_id: str, owner: str) -> LiveTask | None:
         loaded = await self.store.load_task(task_id, owner)

@@ -133,13 +133,13 @@ class TaskManager:
         notified of the task's events from now on, or `from_start` of every one (a config sent with a message
         continuing the task; one sent with the message creating it is stored with the task's first write)."""
         task = await self.get_task(config.task_id, call)
-        await self._check_push_room(config, call)
+        await self.check_push_room(config, call)
         config.id = config.id or new_id()
         final = task.status.state in TERMINAL_STATES
         await self._writer.put_push_config(call.owner, config, 0 if from_start else None, final=final)
         return config
 
-    async def _check_push_room(self, config: a2a_pb2.TaskPushNotificationConfig, call: CallContext) -> None:
+    async def check_push_room(self, config: a2a_pb2.TaskPushNotificationConfig, call: CallContext) -> None:
         """A new config of a task that holds `max_push_configs` already is TooManyPushConfigsError; replacing
         one of them takes no more room. (Two creates at once may both find room: the bound is per create.)"""
         limit = self._max_push_configs

@@ -294,7 +294,7 @@ class TaskWriter:
                 continue
             if live.run is None and live.state not in SETTLED_STATES:
                 message = a2a_pb2.Message(message_id=new_id(), role=a2a_pb2.ROLE_AGENT)
-                message.parts.add(text="The task could not be stored: the task store was full.")
+                message.parts.add(text="The task could not be stored: the task store was full or out of reach.")
                 self.set_status(live, a2a_pb2.TASK_STATE_FAILED, message)
             self._tasks.release(live)
 

@@ -149,5 +149,13 @@ class Server:
         self._read_up_to += len(data)
         return data.decode(errors="replace")
 
+    def log_size(self) -> int:
+        return self.log.stat().st_size if self.log.exists() else 0
+
+    def output_since(self, offset: int) -> str:
+        with self.log.open("rb") as log:
+            log.seek(offset)
+            return log.read().decode(errors="replace")
+
     def tail(self, chars: int = 1500) -> str:
         return self.log.read_text(errors="replace")[-chars:] if self.log.exists() else ""

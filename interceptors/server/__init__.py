@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import grpc
 from google.protobuf import message_factory
 
-from a2a_grpc.arrival import CALL_OVER, Arrival
+from a2a_grpc.arrival import Arrival, seen_call_over
 from a2a_grpc.auth import ANONYMOUS, CardAuthenticator, Principal
 from a2a_grpc.call import CallContext
 from a2a_grpc.encoding import encode_response
@@ -236,10 +236,9 @@ class ServerChain:
         async def stamped(request: bytes, context: Any) -> Served:
             try:
                 served = await handle(request, context)
-            except CALL_OVER:
-                raise
-            except BaseException:
-                stamp(context)
+            except BaseException as error:
+                if not seen_call_over(error):
+                    stamp(context)
                 raise
             stamp(context)
             return served
