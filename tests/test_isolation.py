@@ -5,6 +5,7 @@ a task that does not exist (no existence leaks), and ListTasks counts only the c
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -25,10 +26,13 @@ NOT_FOUND = grpc.StatusCode.NOT_FOUND
 SIGNING = rsa_key("isolation")
 STATIC_TOKEN, API_KEY = "isolation-static-token-5d1e", "isolation-api-key-9c2a"
 RETURN_AT_ONCE = a2a_pb2.SendMessageConfiguration(return_immediately=True)
+TOKEN_SECONDS = 86_400
 
 
 def by_jwt(subject: str) -> Metadata:
-    return (*V1, ("authorization", f"Bearer {SIGNING.sign(standard_claims(subject))}"))
+    """A token made when the tests are collected: valid for a day, however long the suite takes to get here."""
+    claims = standard_claims(subject, exp=int(time.time()) + TOKEN_SECONDS)
+    return (*V1, ("authorization", f"Bearer {SIGNING.sign(claims)}"))
 
 
 CALLERS: dict[str, Metadata] = {
