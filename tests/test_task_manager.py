@@ -16,7 +16,7 @@ from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.servicer import A2AServicer
 from a2a_grpc.store import MemoryStore
 from a2a_grpc.store.base import LoadedTask, TaskWrite
-from a2a_grpc.tasks import TaskManager
+from a2a_grpc.tasks import TaskManager, TaskRun
 
 
 async def test_a_run_cancelled_before_its_agent_starts_fails_its_task_and_answers_its_callers() -> None:
@@ -54,6 +54,15 @@ class HeldFirstLoad(MemoryStore):
         return loaded
 
 
+async def waiting_for_input(manager: TaskManager, call: CallContext) -> TaskRun:
+    """The writer's first turn, once its task is stored waiting for input and its run has ended."""
+    run = await manager.submit(send_request("the sea"), call)
+    await run.settled
+    await run.live.durable()
+    await asyncio.wait_for(run.runner, 5)  # type: ignore[arg-type]
+    return run
+
+
 async def test_a_load_under_way_is_shared_so_a_task_never_has_two_live_entries() -> None:
     """Two CancelTasks of a task that waits for input, the first one's load held: the second must not load
     the task again, cancel it and forget it before the first load answers with the task as it was (two
@@ -62,10 +71,7 @@ async def test_a_load_under_way_is_shared_so_a_task_never_has_two_live_entries()
     store = HeldFirstLoad()
     manager = TaskManager(store, WriterAgent(chunk_delay=0))
     call = CallContext(principal="p")
-    run = await manager.submit(send_request("the sea"), call)
-    await run.settled
-    await run.live.durable()
-    await asyncio.wait_for(run.runner, 5)  # type: ignore[arg-type]
+    run = await waiting_for_input(manager, call)
     assert manager._tasks.get(run.task_id) is None  # released: the next request loads it from the store
     first = asyncio.ensure_future(manager.cancel(run.task_id, call))
     await store.loading.wait()
@@ -135,10 +141,7 @@ async def test_a_load_every_caller_gave_up_on_leaves_no_live_entry() -> None:
     store = HeldFirstLoad()
     manager = TaskManager(store, WriterAgent(chunk_delay=0))
     call = CallContext(principal="p")
-    run = await manager.submit(send_request("the sea"), call)
-    await run.settled
-    await run.live.durable()
-    await asyncio.wait_for(run.runner, 5)  # type: ignore[arg-type]
+    run = await waiting_for_input(manager, call)
     given_up = asyncio.ensure_future(manager.cancel(run.task_id, call))
     await store.loading.wait()
     given_up.cancel()
