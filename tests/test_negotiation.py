@@ -468,7 +468,12 @@ async def test_an_accepted_call_that_fails_keeps_its_echo_beside_the_status(
             assert_status(error, grpc.StatusCode.NOT_FOUND, "TASK_NOT_FOUND")
             assert echoed(error.trailing_metadata()) == [f"{REQUIRED},{OPTIONAL}"]
             headers = await call.initial_metadata()
-            assert echoed(headers) == ([f"{REQUIRED},{OPTIONAL}"] if unary_headers or not unary else [])
+            if unary and not unary_headers:
+                assert echoed(headers) == []
+            elif unary:  # a busy server's grpc may send the headers with the status (trailers-only): both then
+                assert echoed(headers) in ([f"{REQUIRED},{OPTIONAL}"], [])  # hold the echo, checked above
+            else:
+                assert echoed(headers) == [f"{REQUIRED},{OPTIONAL}"]
 
 
 # ---- dependencies --------------------------------------------------------------------------------
