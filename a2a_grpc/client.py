@@ -4,9 +4,10 @@
         result = await client.send_message("hello")
         result.value.task, result.activated_extensions
 
-`connect` takes `host:port` or an agent card URL (the card's GRPC interface is used). `grpcs://host:port`,
-or any of `tls_ca`, `tls_cert` and `tls_key` (PEM files: the CA to trust, a client certificate and its key for
-mutual TLS), make the channel TLS; an https:// card URL is fetched with the same files. Every call
+`connect` takes `host:port` or an agent card URL (the card's GRPC interface for A2A 1.0 is used).
+`grpcs://host:port`, an https:// card URL, or any of `tls_ca`, `tls_cert` and `tls_key` (PEM files: the CA to
+trust, a client certificate and its key for mutual TLS), make the channel TLS; an https:// card URL is fetched
+with the same files. Every call
 carries `a2a-version` and the requested extensions (the client's set, replaced or extended per call,
 plus what a propagator forwards from the call being served); every result carries the extensions the
 server activated; errors are raised as the typed errors of `a2a_grpc.errors`.
@@ -139,10 +140,15 @@ async def fetch_agent_card(
 
 
 def grpc_interface(card: a2a_pb2.AgentCard) -> a2a_pb2.AgentInterface:
-    for interface in card.supported_interfaces:
-        if interface.protocol_binding.upper() == GRPC_BINDING:
+    """The card's GRPC interface for A2A 1.0 (one that names no version is taken when none names 1.0)."""
+    grpc_interfaces = [i for i in card.supported_interfaces if i.protocol_binding.upper() == GRPC_BINDING]
+    for interface in grpc_interfaces:
+        if interface.protocol_version.split(".")[0] == "1":
             return interface
-    raise AgentCardError(f"agent card {card.name!r} declares no GRPC interface")
+    for interface in grpc_interfaces:
+        if not interface.protocol_version:
+            return interface
+    raise AgentCardError(f"agent card {card.name!r} declares no GRPC interface for A2A 1.0")
 
 
 def is_card_url(target: str) -> bool:
@@ -218,7 +224,10 @@ class A2AClient:
         card = await fetch_agent_card(target, tls=tls)
         interface = grpc_interface(card)
         settings.setdefault("tenant", interface.tenant)
-        return cls(interface.url, card=card, card_url=card_url(target), **settings)
+        address = interface.url
+        if target.startswith("https://") and not address.startswith(("grpc://", "grpcs://")):
+            address = "grpcs://" + address  # a card served over TLS names a gRPC port that speaks TLS
+        return cls(address, card=card, card_url=card_url(target), **settings)
 
     async def close(self) -> None:
         await self._channel.close()

@@ -56,7 +56,7 @@ from a2a_grpc.tasks import (
 )
 from a2a_grpc.telemetry import METRICS_PATH, AccessLog, Metrics, load_tracing
 from a2a_grpc.telemetry.worker_metrics import WorkerMetrics
-from a2a_grpc.tls import TLS_SCHEME, ServerFiles, ServerTLS
+from a2a_grpc.tls import ServerFiles, ServerTLS
 from a2a_grpc.validation import MAX_PARTS
 
 log = logging.getLogger(__name__)
@@ -168,13 +168,10 @@ def _one_line(error: Exception) -> str:
     return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
-def interface_url(address: str, tls: bool) -> str:
-    """The card's GRPC interface URL for `address` (HOST:PORT): `grpcs://HOST:PORT` when the port speaks TLS."""
-    return TLS_SCHEME + address if tls else address
 
 
 def _serving_cards(
-    settings: ServerSettings, registry: ExtensionRegistry, tls: bool
+    settings: ServerSettings, registry: ExtensionRegistry
 ) -> tuple[a2a_pb2.AgentCard, a2a_pb2.AgentCard | None]:
     """The public and the extended card, each listing every extension either card or the agent declares,
     and this server's stream-resume extension; a card without a GRPC interface gets this server's."""
@@ -186,7 +183,7 @@ def _serving_cards(
         registry.add(resume.EXTENSION)
     for path, card in zip(paths, cards, strict=True):
         try:
-            complete_card(card, interface_url(settings.listen, tls), registry)
+            complete_card(card, settings.listen, registry)
         except CardError as error:  # name the file: with an extended card there are two
             raise CardError(f"{path or 'the demo card'}: {error}") from None
     return cards[0], cards[1] if len(cards) > 1 else None
@@ -246,7 +243,7 @@ class A2AServer:
         self.registry = ExtensionRegistry(declared_extensions(self.agent))
         files = ServerFiles.from_settings(settings.tls_cert, settings.tls_key, settings.tls_client_ca)
         self.tls = ServerTLS(files) if files is not None else None
-        self.card, self.extended_card = _serving_cards(settings, self.registry, self.tls is not None)
+        self.card, self.extended_card = _serving_cards(settings, self.registry)
         # the cards declare the schemes the settings configure; what the public card requires is enforced
         mtls = self.tls is not None and self.tls.client_certificates_required
         self._verifiers = Verifiers.configure(settings.auth, settings.bearer_tokens, mtls=mtls)
@@ -375,7 +372,8 @@ class A2AServer:
         self._store_watch = asyncio.create_task(self._watch_store(), name="a2a-grpc-store-readiness")
         scheme = "http" if self.tls is None else "https"
         card_at = f"{scheme}://{self.http_target}{AGENT_CARD_PATH}" if settings.http_listen else "-"
-        log.info("serving A2A on %s (card on %s)", interface_url(self.grpc_target, self.tls is not None), card_at)
+        over_tls = " over TLS" if self.tls is not None else ""
+        log.info("serving A2A on %s%s (card on %s)", self.grpc_target, over_tls, card_at)
         if self.tls is not None:
             required = "; client certificates required" if self.tls.client_certificates_required else ""
             log.info("TLS certificate %s%s", self.tls.summary, required)
@@ -438,8 +436,7 @@ class A2AServer:
         """With `--listen HOST:0` the card's gRPC interface gets the port actually bound."""
         if not self.settings.listen.endswith(":0"):
             return
-        tls = self.tls is not None
-        configured, bound = interface_url(self.settings.listen, tls), interface_url(self.grpc_target, tls)
+        configured, bound = self.settings.listen, self.grpc_target
         for card in (self.card, self.extended_card):
             for interface in card.supported_interfaces if card is not None else ():
                 if interface.protocol_binding == GRPC_BINDING and interface.url == configured:

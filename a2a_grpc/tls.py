@@ -31,7 +31,6 @@ log = logging.getLogger(__name__)
 
 GRPC_ROOTS_ENV = "GRPC_DEFAULT_SSL_ROOTS_FILE_PATH"  # grpc's own default roots, which win over SSL_CERT_FILE
 OPENSSL_CAFILE_ENV = "SSL_CERT_FILE"
-TLS_SCHEME = "grpcs://"  # how a card's GRPC interface says the port speaks TLS (plaintext: bare HOST:PORT)
 
 
 class TLSError(ValueError):

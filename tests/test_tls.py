@@ -73,7 +73,7 @@ async def test_a_tls_client_sends_and_reads_the_card_over_https(start_server: St
 
     async with await A2AClient.connect(f"https://{server.http_target}", tls_ca=pki.ca_file) as client:
         assert client.card is not None
-        assert grpc_interface(client.card).url == f"grpcs://{server.grpc_target}", "the card says the port is TLS"
+        assert grpc_interface(client.card).url == server.grpc_target, "a gRPC address is HOST:PORT, TLS or not"
         assert client.target == server.grpc_target
         again = await client.send_message("hello again", timeout=CALL_SECONDS)
         assert (await client.get_card(refresh=True)).name == client.card.name
@@ -87,7 +87,7 @@ async def test_without_tls_files_the_client_trusts_ssl_cert_file_for_the_card_an
     server = await start_server(**tls_settings(pki.server("server-a")))
     monkeypatch.delenv("GRPC_DEFAULT_SSL_ROOTS_FILE_PATH", raising=False)
     monkeypatch.setenv("SSL_CERT_FILE", str(pki.ca_file))
-    async with await A2AClient.connect(f"https://{server.http_target}") as client:  # its card says grpcs://
+    async with await A2AClient.connect(f"https://{server.http_target}") as client:  # a card over https: TLS
         assert (await client.send_message("hello", timeout=CALL_SECONDS)).value.task.status.state == COMPLETED
 
 
@@ -139,7 +139,7 @@ async def test_mutual_tls_admits_a_client_certificate_and_refuses_a_call_without
 
     card_url = f"https://{server.http_target}"  # the card port asks for a client certificate too
     card = await fetch_agent_card(card_url, tls=ClientTLS(pki.ca_file, alice.cert, alice.key))
-    assert grpc_interface(card).url == f"grpcs://{server.grpc_target}"
+    assert grpc_interface(card).url == server.grpc_target
     with pytest.raises(AgentCardError):
         await fetch_agent_card(card_url, tls=ClientTLS(pki.ca_file))
 
@@ -291,7 +291,7 @@ async def test_send_and_card_take_the_tls_files(start_server: StartServer, pki: 
     assert via_card.code == 0, via_card.stderr
     card = await a2a_grpc("card", f"https://{server.http_target}", *files)
     assert card.code == 0, card.stderr
-    assert f'"url": "grpcs://{server.grpc_target}"' in card.stdout
+    assert f'"url": "{server.grpc_target}"' in card.stdout
 
     without = await a2a_grpc("send", server.grpc_target, "hello", "--tls-ca", pki.ca_file)
     assert without.code == 1
