@@ -168,8 +168,6 @@ def _one_line(error: Exception) -> str:
     return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
-
-
 def _serving_cards(
     settings: ServerSettings, registry: ExtensionRegistry
 ) -> tuple[a2a_pb2.AgentCard, a2a_pb2.AgentCard | None]:
