@@ -1,4 +1,5 @@
-"""Drift checks between protos/a2a.proto and the generated code in a2a_grpc/generated."""
+"""Drift checks between protos/ (a2a.proto: A2A 1.0; v0_3/a2a.proto: A2A 0.3) and the generated code in
+a2a_grpc/generated."""
 
 import os
 import subprocess
@@ -6,16 +7,24 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
+from types import ModuleType
+
 import google.api
 import grpc_tools
+import pytest
 from google.protobuf import descriptor_pb2
 from grpc_tools import protoc
 
 from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
+from a2a_grpc.generated.v0_3 import a2a_pb2 as v03_pb2
+from a2a_grpc.generated.v0_3 import a2a_pb2_grpc as v03_pb2_grpc
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 GENERATED_DIR = REPO_ROOT / "a2a_grpc" / "generated"
-GENERATED_FILES = ("a2a_pb2.py", "a2a_pb2.pyi", "a2a_pb2_grpc.py")
+GENERATED_FILES = tuple(
+    f"{package}{name}" for package in ("", "v0_3/") for name in ("a2a_pb2.py", "a2a_pb2.pyi", "a2a_pb2_grpc.py")
+)
+PROTOS = [("a2a.proto", a2a_pb2), ("v0_3/a2a.proto", v03_pb2)]
 
 
 def _include_paths() -> list[str]:
@@ -64,19 +73,20 @@ def test_generated_code_is_up_to_date(tmp_path: Path) -> None:
         assert fresh == committed, f"a2a_grpc/generated/{name} is stale; run scripts/gen-protos"
 
 
-def test_descriptor_matches_proto(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("proto", "module"), PROTOS, ids=[proto for proto, _ in PROTOS])
+def test_descriptor_matches_proto(tmp_path: Path, proto: str, module: ModuleType) -> None:
     out = tmp_path / "a2a.pb"
     args = ["protoc"]
     args += [f"-I{p}" for p in _include_paths()]
-    args += [f"--descriptor_set_out={out}", "a2a.proto"]
-    assert protoc.main(args) == 0, "protoc failed on protos/a2a.proto"
+    args += [f"--descriptor_set_out={out}", proto]
+    assert protoc.main(args) == 0, f"protoc failed on protos/{proto}"
 
     fds = descriptor_pb2.FileDescriptorSet.FromString(out.read_bytes())
     assert len(fds.file) == 1
     from_proto = fds.file[0]
     _strip_default_json_names(from_proto)
-    from_module = descriptor_pb2.FileDescriptorProto.FromString(a2a_pb2.DESCRIPTOR.serialized_pb)
-    assert from_proto == from_module, "a2a_pb2 descriptor differs from protos/a2a.proto; run scripts/gen-protos"
+    from_module = descriptor_pb2.FileDescriptorProto.FromString(module.DESCRIPTOR.serialized_pb)
+    assert from_proto == from_module, f"{module.__name__} differs from protos/{proto}; run scripts/gen-protos"
 
 
 def test_service_methods() -> None:
@@ -107,3 +117,25 @@ def test_service_methods() -> None:
     source = Path(a2a_pb2_grpc.__file__).read_text()
     for name in expected:
         assert f"'/lf.a2a.v1.A2AService/{name}'" in source, name
+
+
+def test_the_v03_service_is_a2a_v1_beside_lf_a2a_v1() -> None:
+    service = v03_pb2.DESCRIPTOR.services_by_name["A2AService"]
+    assert service.full_name == "a2a.v1.A2AService"
+    assert v03_pb2.DESCRIPTOR.name == "v0_3/a2a.proto", "a file name of its own: the pool holds both"
+    streaming = {m.name: m.server_streaming for m in service.methods}
+    assert streaming == {
+        "SendMessage": False,
+        "SendStreamingMessage": True,
+        "GetTask": False,
+        "CancelTask": False,
+        "TaskSubscription": True,
+        "CreateTaskPushNotificationConfig": False,
+        "GetTaskPushNotificationConfig": False,
+        "ListTaskPushNotificationConfig": False,
+        "GetAgentCard": False,
+        "DeleteTaskPushNotificationConfig": False,
+    }
+    source = Path(v03_pb2_grpc.__file__).read_text()
+    for name in streaming:
+        assert f"'/a2a.v1.A2AService/{name}'" in source, name
