@@ -6,7 +6,6 @@ import subprocess
 import sys
 from collections.abc import Iterable
 from pathlib import Path
-
 from types import ModuleType
 
 import google.api
