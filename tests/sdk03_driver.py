@@ -3,29 +3,29 @@
 in ours: `python -I tests/sdk03_driver.py PLAN_JSON`.
 
 The plan: {"card_url": base URL whose /.well-known/agent-card.json the SDK's resolver reads, or "target":
-"HOST:PORT" for a card made with the SDK's minimal_agent_card(target, ["GRPC"]), streaming; "ca_file": PEM to trust (the
-card over HTTPS, the channel over TLS); "token": a bearer token sent on every call (a channel credential);
-"extensions": URIs the client is configured with (sent as x-a2a-extensions); "timeout": seconds per step;
-"steps": [{"op": ..., ...}]}.
+"HOST:PORT" for the card the SDK's minimal_agent_card(target, ["GRPC"]) makes (streaming); "ca_file": PEM to
+trust (the card over HTTPS, the channel over TLS); "token": a bearer token sent on every call (a channel
+credential); "extensions": URIs the client is configured with (sent as x-a2a-extensions); "timeout": seconds
+per step; "steps": [{"op": ..., ...}]}.
 
 Printed, one JSON object a line: {"op": "card", "card": ...} first (or its "error"), then for each step
 {"step": i, "op": ..., "result": ...} or {"step": i, "op": ..., "error": ...}; a stream prints
 {"step": i, "op": ..., "event": ...} for each event as it arrives, before its result (the number of events and
-the task as the client put it together). An error is {"code": grpc code name, "details": text,
-"status_details": whether grpc-status-details-bin came, "reason", "domain", "metadata": of its ErrorInfo} for
-a gRPC error, {"type": class name, "message": text} otherwise. Objects are the SDK's pydantic types dumped as
-JSON (camelCase), so states read "completed", "input-required", ...
+the task as the client put it together). An error is {"type": "AioRpcError", "code": grpc code name,
+"details": text, "status_details": whether grpc-status-details-bin came, "reason", "domain", "metadata": of
+its ErrorInfo} for a gRPC error, {"type": class name, "message": text} otherwise. Objects are the SDK's
+pydantic types dumped as JSON (camelCase), so states read "completed", "input-required", ...
 
 Steps: send {text, blocking?, task_id?, context_id?, history_length?}, stream {text, task_id?, context_id?},
 resubscribe {task_id}, get {task_id, history_length?}, cancel {task_id}, push_create {task_id, id, url,
 token?}, push_get {task_id, id}, push_list {task_id}, push_delete {task_id, id} (the last two through the
 SDK's generated stub: its client has no such methods), raw {method, request (ProtoJSON), metadata?: [[k, v]]}
-(a unary call on the generated stub, its result the response and the response's header and trailer keys),
-wait (reads one line of JSON from stdin, an object whose entries become variables; the result is that object).
-A step with "background": true runs beside the steps after it (a stream the test acts on while it is open);
-the driver ends once they all have.
-`$name` in a step's strings (at any depth) is the variable `name`: `$task` and `$context` are the ids of the last task a step
-answered with (or streamed); a step's "save_as": "name" keeps that task id as `name` too.
+(a call on the generated stub; its result is the response, or a stream's responses, and the text headers and
+trailers as {key: value}), wait (reads one line of JSON from stdin, an object whose entries become variables;
+the result is that object). A step with "background": true runs beside the steps after it (a stream the test
+acts on while it is open); the driver ends once they all have. `$name` in a step's strings (at any depth) is
+the variable `name`: `$task` and `$context` are the ids of the last task a step answered with (or streamed);
+a step's "save_as": "name" keeps that task id as `name` too.
 """
 
 from __future__ import annotations
@@ -250,8 +250,8 @@ class Driver:
             response: Any = responses
         else:
             response = json_format.MessageToDict(await call)
-        headers = [key for key, _ in await call.initial_metadata() or ()]
-        trailers = [key for key, _ in await call.trailing_metadata() or ()]
+        headers = {key: value for key, value in await call.initial_metadata() or () if isinstance(value, str)}
+        trailers = {key: value for key, value in await call.trailing_metadata() or () if isinstance(value, str)}
         return {"response": response, "headers": headers, "trailers": trailers}
 
 

@@ -426,9 +426,11 @@ async def test_errors_carry_the_03_names_and_codes_and_our_error_info(sdk03: Pat
     for step in range(4):
         assert_a2a_error(lines.error(step), "NOT_FOUND", "TaskNotFoundError", "TASK_NOT_FOUND")
     invalid = lines.error(4)
-    assert invalid["code"] == "INVALID_ARGUMENT" and invalid["status_details"], invalid
+    assert_a2a_error(invalid, "INVALID_ARGUMENT", "InvalidParamsError", None)
+    assert "no-slash-here" in invalid["details"], invalid
     version = lines.error(6)
-    assert version["code"] == "FAILED_PRECONDITION" and V1_SERVICE in version["details"], version
+    assert_a2a_error(version, "FAILED_PRECONDITION", "VersionNotSupportedError", "VERSION_NOT_SUPPORTED")
+    assert V1_SERVICE in version["details"], version
     assert lines.result(7)["response"]["id"] == lines.task(5)["id"], "a2a-version 0.3 is this service's own"
 
 
@@ -489,7 +491,9 @@ async def test_a_required_extension_sent_by_the_03_client_is_accepted(sdk03: Pat
         if code == "NOT_FOUND":
             assert_a2a_error(end["error"], code, "TaskNotFoundError", "TASK_NOT_FOUND")
         if "result" in end:
-            assert "a2a-extensions" in end["result"]["trailers"], f"{method}: the activated extensions are echoed"
+            trailers = end["result"]["trailers"]
+            echoed = trailers.get("a2a-extensions") or trailers.get("x-a2a-extensions") or ""
+            assert {uri.strip() for uri in echoed.split(",")} == {REQUIRED, OPTIONAL}, (method, trailers)
 
 
 # ---- one task, both versions -------------------------------------------------------------------------------
@@ -510,6 +514,7 @@ async def test_a_task_the_03_client_made_is_read_subscribed_to_and_cancelled_by_
         task: a2a_pb2.Task = await stub.GetTask(a2a_pb2.GetTaskRequest(id=made["id"]), metadata=bearer(TOKEN))
         assert (task.id, task.context_id) == (made["id"], made["contextId"])
         assert task.status.state in (V1_STATES.TASK_STATE_SUBMITTED, V1_STATES.TASK_STATE_WORKING)
+        assert [part.text for part in task.history[0].parts] == [f"{HOLD} for 1.0"]
         hidden = await rpc_error(stub.GetTask(a2a_pb2.GetTaskRequest(id=made["id"]), metadata=bearer(OTHER_TOKEN)))
         assert hidden.code() == grpc.StatusCode.NOT_FOUND, "another principal does not see it"
 
@@ -551,6 +556,7 @@ async def test_a_task_a_10_client_made_is_read_subscribed_to_and_cancelled_by_th
     got = lines.task(0)
     assert (got["id"], got["contextId"]) == (made.id, made.context_id)
     assert state(got) in ("submitted", "working")
+    assert [part["text"] for part in got["history"][0]["parts"]] == [f"{HOLD} for 0.3"]
     resubscribed = lines.events(1)
     assert resubscribed[0]["task"]["id"] == made.id
     final = resubscribed[-1]["status-update"]
@@ -580,8 +586,8 @@ async def test_with_the_03_face_off_the_03_client_gets_unimplemented_naming_the_
         assert error["code"] == "UNIMPLEMENTED" and V1_SERVICE in error["details"], error
     async with asyncio.timeout(STEP_SECONDS):
         while True:
-            logged = access_lines(caplog, "UNIMPLEMENTED")
-            if any("SendMessage" in line["method"] for line in logged):
+            methods = {line["method"].lstrip("/") for line in access_lines(caplog, "UNIMPLEMENTED")}
+            if {"a2a.v1.A2AService/SendMessage", "a2a.v1.A2AService/SendStreamingMessage"} <= methods:
                 break
             await asyncio.sleep(0.01)
 
