@@ -20,6 +20,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import ssl
+import urllib.request
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
 from pathlib import Path
@@ -314,6 +316,23 @@ async def test_the_03_resolver_reads_our_card(
     assert card["protocolVersion"] == "0.3.0"
     assert {"transport": "GRPC", "url": server.grpc_target} in card.get("additionalInterfaces", [])
     assert card["capabilities"]["streaming"] is True and card["capabilities"]["pushNotifications"] is True
+    served = await asyncio.to_thread(fetch_card, plan["card_url"], plan.get("ca_file"))
+    versions = [
+        entry["protocolVersion"]
+        for entry in served["supportedInterfaces"]
+        if entry["protocolBinding"] == "GRPC" and entry["url"].endswith(server.grpc_target)
+    ]
+    assert "1.0" in versions and any(version.startswith("0.3") for version in versions), served["supportedInterfaces"]
+
+
+def fetch_card(base_url: str, ca_file: str | None) -> Json:
+    """The card document as served (blocking)."""
+    context = ssl.create_default_context(cafile=ca_file) if ca_file else None
+    with urllib.request.urlopen(
+        f"{base_url}/.well-known/agent-card.json", timeout=STEP_SECONDS, context=context
+    ) as answer:
+        card: Json = json.load(answer)
+        return card
 
 
 # ---- the 0.3 client's whole surface, with bearer authentication and with TLS --------------------------------
