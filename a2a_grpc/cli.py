@@ -302,6 +302,13 @@ def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
         "[A2A_GRPC_ACCESS_LOG]",
     )
     serve.add_argument(
+        "--v03",
+        action=argparse.BooleanOptionalAction,
+        default=_env("V03", "1") not in ("0", "false", "no", "off"),
+        help="serve A2A 0.3 clients too: the a2a.v1.A2AService beside lf.a2a.v1.A2AService on the same port, and "
+        "a card both read; --no-v03 answers 0.3 calls UNIMPLEMENTED [A2A_GRPC_V03]",
+    )
+    serve.add_argument(
         "--tracing",
         action=argparse.BooleanOptionalAction,
         default=_env("TRACING", "0") in ("1", "true", "yes", "on"),
@@ -529,6 +536,7 @@ def serve(args: argparse.Namespace, argv: Sequence[str]) -> int:
         worker_mode=worker is not None,
         worker_metrics=_worker_metrics(worker),
         access_log=args.access_log,
+        serve_v03=args.v03,
         tracing=args.tracing,
         tls_cert=args.tls_cert,
         tls_key=args.tls_key,

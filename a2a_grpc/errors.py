@@ -212,6 +212,12 @@ class UnimplementedError(UnsupportedOperationError):
     reason = ""
 
 
+class MethodNotFoundError(UnimplementedError):
+    """UNIMPLEMENTED from this server: a service or method it does not serve (the message names the ones it does)."""
+
+    reason = "METHOD_NOT_FOUND"
+
+
 class UnavailableError(A2AError):
     code = grpc.StatusCode.UNAVAILABLE
 
@@ -265,6 +271,7 @@ ERROR_TABLE: tuple[type[A2AError], ...] = (
     RateLimitedError,
     TooManyStreamsError,
     TooManyPushConfigsError,
+    MethodNotFoundError,
 )
 ERROR_BY_REASON: dict[str, type[A2AError]] = {
     **{cls.reason: cls for cls in ERROR_TABLE},

@@ -6,6 +6,7 @@ import asyncio
 import errno
 import hashlib
 import importlib
+import json
 import logging
 import os
 import socket
@@ -34,9 +35,11 @@ from a2a_grpc.http_guard import ConnectionGuard
 from a2a_grpc.ids import new_id
 from a2a_grpc.interceptors.server import Limits, ServerChain
 from a2a_grpc.interceptors.server.extensions import MAX_EXTENSIONS_PER_CALL
+from a2a_grpc.interceptors.server.faces import V03_FACE, V10_FACE, Face
 from a2a_grpc.interceptors.server.limits import MAX_AUTH_FAILURES_PER_SECOND
 from a2a_grpc.interceptors.server.services import GuardedServices
 from a2a_grpc.interceptors.server.tenants import TenantCheck
+from a2a_grpc.interceptors.server.unknown import UnknownMethods
 from a2a_grpc.network_logs import HttpServerLog, quiet_grpc_client_logs
 from a2a_grpc.protocol import AGENT_CARD_PATH, SERVICE_NAME
 from a2a_grpc.push.service import JWKS_PATH, PushService, PushSettings
@@ -57,6 +60,8 @@ from a2a_grpc.tasks import (
 from a2a_grpc.telemetry import METRICS_PATH, AccessLog, Metrics, load_tracing
 from a2a_grpc.telemetry.worker_metrics import WorkerMetrics
 from a2a_grpc.tls import ServerFiles, ServerTLS
+from a2a_grpc.v0_3.card import add_v03_interfaces, merged_document
+from a2a_grpc.v0_3.servicer import V03Servicer
 from a2a_grpc.validation import MAX_PARTS
 
 log = logging.getLogger(__name__)
@@ -90,6 +95,8 @@ class ServerSettings:
     max_message_bytes: int = 4 * 1024 * 1024  # the largest request accepted; responses are not limited
     max_metadata_bytes: int = 16 * 1024  # request headers; larger ones get RESOURCE_EXHAUSTED from the transport
     negotiate_extensions: bool = True
+    # A2A 0.3 clients' service (a2a.v1.A2AService) beside 1.0's, and the 0.3 fields in the card (a2a_grpc.v0_3)
+    serve_v03: bool = True
     # Where unary calls echo a2a-extensions besides the trailers: grpc.aio sends unary response headers
     # in a transport operation of their own, which costs ~20% of a SendMessage. Streams always echo in
     # their headers (before the first event) and trailers.
@@ -184,6 +191,8 @@ def _serving_cards(
             complete_card(card, settings.listen, registry)
         except CardError as error:  # name the file: with an extended card there are two
             raise CardError(f"{path or 'the demo card'}: {error}") from None
+        if settings.serve_v03:
+            add_v03_interfaces(card)
     return cards[0], cards[1] if len(cards) > 1 else None
 
 
@@ -299,20 +308,6 @@ class A2AServer:
             max_streams=settings.max_streams,
             auth_failures_per_second=settings.max_auth_failures_per_second,
         )
-        chain = ServerChain(
-            self.registry,
-            missing_version_means=settings.missing_version_means,
-            authenticator=self.authenticator,
-            negotiate_extensions=settings.negotiate_extensions,
-            echo_unary_headers=settings.echo_unary_headers,
-            worker_pid=os.getpid() if settings.worker_mode else None,
-            access_log=self._access_log,
-            metrics=self.metrics,
-            tracing=self.tracing,
-            limits=self.limits,
-            max_extensions_per_call=settings.max_extensions_per_call,
-            tenants=TenantCheck(interface.tenant for interface in self.card.supported_interfaces),
-        )
         quiet_grpc_client_logs()
         server = grpc.aio.server(
             options=[
@@ -335,12 +330,17 @@ class A2AServer:
             check_webhook=self.push.check_webhook if self.push is not None else None,
             max_parts=settings.max_parts,
         )
-        handlers = chain.method_handlers(servicer)
-        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE_NAME, handlers),))
-        server.add_registered_method_handlers(SERVICE_NAME, handlers)
+        faces = [(V10_FACE, servicer), *([(V03_FACE, V03Servicer(servicer))] if settings.serve_v03 else [])]
+        for face, face_servicer in faces:
+            handlers = self._chain(face).method_handlers(face_servicer)
+            name = face.service.full_name
+            server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(name, handlers),))
+            server.add_registered_method_handlers(name, handlers)
         guarded = GuardedServices(server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, guarded)
-        add_reflection((SERVICE_NAME, health.SERVICE_NAME), guarded)
+        add_reflection((*(face.service.full_name for face, _ in faces), health.SERVICE_NAME), guarded)
+        spoken = [(face.service.full_name, face.version) for face, _ in faces]
+        server.add_generic_rpc_handlers((UnknownMethods(spoken, self._access_log, self.metrics),))
         if not settings.worker_mode:  # a worker's port is held by its parent, which checked it
             _check_not_in_use(settings.listen)
         try:
@@ -377,6 +377,26 @@ class A2AServer:
             log.info("TLS certificate %s%s", self.tls.summary, required)
         if self.authenticator is None:
             log.warning("open server: the agent card has no security requirements, every caller is anonymous")
+
+    def _chain(self, face: Face) -> ServerChain:
+        """The interceptor chain of one face's service; the faces share the limits, the authenticator and the
+        telemetry."""
+        settings = self.settings
+        return ServerChain(
+            self.registry,
+            missing_version_means=settings.missing_version_means,
+            authenticator=self.authenticator,
+            negotiate_extensions=settings.negotiate_extensions,
+            echo_unary_headers=settings.echo_unary_headers,
+            worker_pid=os.getpid() if settings.worker_mode else None,
+            access_log=self._access_log,
+            metrics=self.metrics,
+            tracing=self.tracing,
+            limits=self.limits,
+            max_extensions_per_call=settings.max_extensions_per_call,
+            tenants=TenantCheck(interface.tenant for interface in self.card.supported_interfaces),
+            face=face,
+        )
 
     def reload_certificates(self) -> bool:
         """Read the TLS files again (SIGHUP): new connections on both ports get them, open ones keep theirs.
@@ -460,7 +480,11 @@ class A2AServer:
         return self._worker_metrics.handle
 
     async def _start_http(self, listen: str) -> None:
-        body = card_json(self.card)
+        body = (
+            json.dumps(merged_document(self.card), indent=2).encode()
+            if self.settings.serve_v03
+            else card_json(self.card)
+        )
         etag = '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
         loaded = datetime.now(UTC).replace(microsecond=0)  # HTTP dates are whole seconds
         headers = {

@@ -64,7 +64,7 @@ def test_list_shows_the_service_health_and_both_reflection_versions_and_describe
     done = grpcurl(server, "list")
     assert done.returncode == 0, done.stderr
     services = done.stdout.split()
-    assert set(services) == {SERVICE, HEALTH, *REFLECTION_SERVICES}
+    assert set(services) == {SERVICE, "a2a.v1.A2AService", HEALTH, *REFLECTION_SERVICES}
     for service in services:
         described = grpcurl(server, "describe", service)
         assert described.returncode == 0, described.stderr

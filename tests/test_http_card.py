@@ -40,10 +40,14 @@ def test_the_card_is_protojson_naming_the_grpc_interface(demo_server: ServerProc
     card = reply.json()
     assert card["name"] == "a2a-grpc demo agent"
     assert card["supportedInterfaces"] == [
-        {"url": demo_server.grpc_target, "protocolBinding": "GRPC", "protocolVersion": "1.0"}
+        {"url": demo_server.grpc_target, "protocolBinding": "GRPC", "protocolVersion": "1.0"},
+        {"url": demo_server.grpc_target, "protocolBinding": "GRPC", "protocolVersion": "0.3"},
     ]
     assert "defaultInputModes" in card and "default_input_modes" not in card, "ProtoJSON names are camelCase"
-    parsed = json_format.Parse(reply.body, a2a_pb2.AgentCard())  # unknown fields would raise
+    v03_fields = {"url", "preferredTransport", "protocolVersion", "additionalInterfaces"}
+    assert v03_fields <= card.keys(), "what a 0.3 resolver reads"
+    v10_document = {key: value for key, value in card.items() if key not in v03_fields}
+    parsed = json_format.ParseDict(v10_document, a2a_pb2.AgentCard())  # any other unknown field would raise
     assert parsed.capabilities.streaming
 
 
@@ -94,15 +98,17 @@ def test_a_custom_card_gets_the_grpc_interface_from_listen(tmp_path: Path) -> No
     assert served["supportedInterfaces"] == [
         JSONRPC_INTERFACE,
         {"url": server.grpc_target, "protocolBinding": "GRPC", "protocolVersion": "1.0"},
+        {"url": server.grpc_target, "protocolBinding": "GRPC", "protocolVersion": "0.3"},
     ]
     assert "streaming" not in served["capabilities"] or served["capabilities"]["streaming"] is False
 
 
-def test_a_grpc_interface_the_card_declares_is_kept(tmp_path: Path) -> None:
+def test_a_grpc_interface_the_card_declares_is_kept_and_named_for_0_3_too(tmp_path: Path) -> None:
     declared = {"url": "agent.internal:443", "protocolBinding": "GRPC", "protocolVersion": "1.0"}
     with serve_process(tmp_path, "--card", write_card(tmp_path, {**CARD, "supportedInterfaces": [declared]})) as server:
         served = http_get(server.card_url).json()
-    assert served["supportedInterfaces"] == [declared]
+    assert served["supportedInterfaces"] == [declared, {**declared, "protocolVersion": "0.3"}]
+    assert served["url"] == "agent.internal:443", "what a 0.3 resolver reads"
 
 
 def test_the_etag_survives_a_restart_and_follows_the_card(tmp_path: Path) -> None:

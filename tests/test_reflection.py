@@ -43,6 +43,7 @@ async def test_v1_lists_the_services_and_both_reflection_versions(start_server: 
         [answer] = await reflect(server.grpc_target, Request(list_services=""))
     assert {service.name for service in answer.list_services_response.service} == {
         SERVICE_NAME,
+        "a2a.v1.A2AService",
         "grpc.health.v1.Health",
         "grpc.reflection.v1.ServerReflection",
         "grpc.reflection.v1alpha.ServerReflection",

@@ -350,8 +350,8 @@ async def test_extended_card_for_an_authenticated_caller(
         card = await stub.GetExtendedAgentCard(a2a_pb2.GetExtendedAgentCardRequest(), metadata=bearer("t"))
         assert card.name == "test agent (extended)"
         assert [skill.id for skill in card.skills] == ["echo", "secret"]
-        [interface] = card.supported_interfaces
-        assert (interface.protocol_binding, interface.protocol_version) == ("GRPC", "1.0")
+        interfaces = [(i.url, i.protocol_binding, i.protocol_version) for i in card.supported_interfaces]
+        assert interfaces == [(server.grpc_target, "GRPC", "1.0"), (server.grpc_target, "GRPC", "0.3")]
 
         for metadata in (V1, bearer("wrong")):
             error = await rpc_error(stub.GetExtendedAgentCard(a2a_pb2.GetExtendedAgentCardRequest(), metadata=metadata))

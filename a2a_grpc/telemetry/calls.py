@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from a2a_grpc.arrival import Arrival
 from a2a_grpc.call import CallContext
-from a2a_grpc.errors import InternalError
+from a2a_grpc.errors import A2AError, InternalError
 from a2a_grpc.telemetry.access_log import AccessLog
 from a2a_grpc.telemetry.metrics import MethodMetrics, Metrics
 from a2a_grpc.telemetry.outcome import OK, outcome_of
@@ -38,6 +38,7 @@ Served = TypeVar("Served")
 # (what `Prepare` made, call) -> the response, or the stream's events
 Behave = Callable[[Any, CallContext], Awaitable[Served]]
 Handler = Callable[[bytes, Any], Awaitable[Any]]
+Translate = Callable[[A2AError], A2AError]  # an error as the callers of a face read it (A2A 0.3)
 StreamOpener = Callable[[bytes, Any], Awaitable[AsyncIterator[Any]]]
 
 
@@ -47,10 +48,12 @@ class CallObserver:
         self._metrics = metrics
         self._tracing = tracing
 
-    def unary(self, method: str, admit: Admit, prepare: Prepare, behave: Behave[Any]) -> Handler:
+    def unary(
+        self, method: str, admit: Admit, prepare: Prepare, behave: Behave[Any], translate: Translate | None = None
+    ) -> Handler:
         """A unary handler that admits each call, prepares and serves it, and records how it ended (with the
-        call as `prepare` bound it to its tenant, once it did)."""
-        end = _Ending(method, self._access_log, self._metrics)
+        call as `prepare` bound it to its tenant, once it did; an error as `translate` renders it)."""
+        end = _Ending(method, self._access_log, self._metrics, translate)
         clock = time.perf_counter
         tracing = self._tracing
 
@@ -76,11 +79,16 @@ class CallObserver:
         return observed
 
     def stream(
-        self, method: str, admit: Admit, prepare: Prepare, open_stream: Behave[AsyncIterator[Any]]
+        self,
+        method: str,
+        admit: Admit,
+        prepare: Prepare,
+        open_stream: Behave[AsyncIterator[Any]],
+        translate: Translate | None = None,
     ) -> StreamOpener:
         """A stream opener that admits each call, prepares it and opens its stream, whose events are counted, and
         records how it ended (with the call as `prepare` bound it to its tenant, once it did)."""
-        end = _Ending(method, self._access_log, self._metrics)
+        end = _Ending(method, self._access_log, self._metrics, translate)
         metrics = end.metrics
         clock = time.perf_counter
         tracing = self._tracing
@@ -134,10 +142,13 @@ class CallObserver:
 class _Ending:
     """What happens when a call of one method ends: its metrics are counted and its line logged."""
 
-    __slots__ = ("access_log", "method", "metrics")
+    __slots__ = ("access_log", "method", "metrics", "translate")
 
-    def __init__(self, method: str, access_log: AccessLog | None, metrics: Metrics | None) -> None:
+    def __init__(
+        self, method: str, access_log: AccessLog | None, metrics: Metrics | None, translate: Translate | None = None
+    ) -> None:
         self.method = method
+        self.translate = translate
         self.access_log = access_log
         self.metrics: MethodMetrics | None = metrics.method(method) if metrics is not None else None
 
@@ -170,6 +181,8 @@ class _Ending:
     ) -> BaseException | None:
         """Record a call that raised `error`; returns the exception to raise instead, if any."""
         seconds = time.perf_counter() - started
+        if self.translate is not None and isinstance(error, A2AError):
+            error = self.translate(error)
         outcome = outcome_of(error, arrival)
         if self.metrics is not None:
             self.metrics.finished(outcome, seconds, call)

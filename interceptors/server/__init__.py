@@ -44,10 +44,10 @@ from a2a_grpc.interceptors.server.extensions import (
     ExtensionNegotiator,
     send_echo,
 )
+from a2a_grpc.interceptors.server.faces import V10_FACE, Face, Translate
 from a2a_grpc.interceptors.server.limits import Limits, caller_of, released_when_done
 from a2a_grpc.interceptors.server.tenants import TenantCheck
 from a2a_grpc.interceptors.server.version import VersionCheck
-from a2a_grpc.protocol import A2A_SERVICE
 from a2a_grpc.telemetry import AccessLog, CallObserver, Metrics
 from a2a_grpc.telemetry.calls import Behave, Prepare
 
@@ -85,13 +85,17 @@ class ServerChain:
         limits: Limits | None = None,
         max_extensions_per_call: int = MAX_EXTENSIONS_PER_CALL,
         tenants: TenantCheck | None = None,
+        face: Face = V10_FACE,
     ) -> None:
+        self.face = face
         self.tenants = tenants if tenants is not None else TenantCheck(())
         self._authenticate: Authenticate | None = authentication(authenticator) if authenticator is not None else None
         self.limits = limits if limits is not None else Limits()
-        self._check_version = VersionCheck(missing_means=missing_version_means)
+        self._check_version = face.version_check(missing_version_means)
         self._negotiate = (
-            ExtensionNegotiator(registry, max_extensions=max_extensions_per_call) if negotiate_extensions else None
+            ExtensionNegotiator(registry, max_extensions=max_extensions_per_call, headers=face.extension_headers)
+            if negotiate_extensions
+            else None
         )
         self._echo_unary_headers = echo_unary_headers
         self._worker_trailer = ((WORKER_TRAILER, str(worker_pid)),) if worker_pid is not None else ()
@@ -134,20 +138,23 @@ class ServerChain:
             raise
 
     def method_handlers(self, servicer: Any) -> dict[str, grpc.RpcMethodHandler]:
-        """A handler for every A2AService method of `servicer`, behind the chain."""
+        """A handler for every method of the face's service on `servicer`, behind the chain."""
+        face = self.face
         handlers: dict[str, grpc.RpcMethodHandler] = {}
-        for method in A2A_SERVICE.methods:
+        for method in face.service.methods:
             parse = message_factory.GetMessageClass(method.input_type).FromString
             behavior = getattr(servicer, method.name)
+            name = face.log_name(method.name)
+            translate = face.errors(method.name) if face.errors is not None else None
             if method.server_streaming:
-                opener = self._stamped(self._admitted_stream(method.name, *self._stream(parse, behavior)))
+                opener = self._stamped(self._admitted_stream(name, *self._stream(parse, behavior), translate))
                 handler = grpc.unary_stream_rpc_method_handler(
-                    guard_stream(method.name, opener), response_serializer=encode_response
+                    guard_stream(name, opener, translate), response_serializer=encode_response
                 )
             else:
-                served = self._stamped(self._admitted_unary(method.name, self._unary(parse), behavior))
+                served = self._stamped(self._admitted_unary(name, self._unary(parse), behavior, translate))
                 handler = grpc.unary_unary_rpc_method_handler(
-                    guard_unary(method.name, served), response_serializer=encode_response
+                    guard_unary(name, served, translate), response_serializer=encode_response
                 )
             handlers[method.name] = handler
         return handlers
@@ -156,13 +163,16 @@ class ServerChain:
         """The echo, the parsed request and its tenant, once a unary call is admitted."""
         echo_headers = self._echo_unary_headers
         tenants = self.tenants
+        tenant_of = self.face.tenant_of
+        echo_names = self.face.extension_headers
 
         async def prepare(request: bytes, call: CallContext, context: Any) -> tuple[Any, CallContext]:
             if call.echo:
-                await send_echo(context, call.echo, headers=echo_headers)
+                await send_echo(context, call.echo, headers=echo_headers, names=echo_names)
             parsed = parse_request(parse, request)
-            if parsed.tenant or tenants.enabled:
-                call = tenants(call, parsed.tenant)
+            tenant = tenant_of(parsed)
+            if tenant or tenants.enabled:
+                call = tenants(call, tenant)
             return parsed, call
 
         return prepare
@@ -172,15 +182,18 @@ class ServerChain:
         stream, which gives its slot back when it ends."""
         limits = self.limits
         tenants = self.tenants
+        tenant_of = self.face.tenant_of
+        echo_names = self.face.extension_headers
 
         async def prepare(request: bytes, call: CallContext, context: Any) -> tuple[Any, CallContext]:
             release = limits.open_stream(caller_of(call.principal, call.peer))
             try:
                 if call.echo:
-                    await send_echo(context, call.echo, headers=True)
+                    await send_echo(context, call.echo, headers=True, names=echo_names)
                 parsed = parse_request(parse, request)
-                if parsed.tenant or tenants.enabled:
-                    call = tenants(call, parsed.tenant)
+                tenant = tenant_of(parsed)
+                if tenant or tenants.enabled:
+                    call = tenants(call, tenant)
             except BaseException:
                 release()
                 raise
@@ -198,18 +211,19 @@ class ServerChain:
         return prepare, open_stream
 
     def _admitted_unary(
-        self, name: str, prepare: Prepare, behave: Behave[Any]
+        self, name: str, prepare: Prepare, behave: Behave[Any], translate: Translate | None
     ) -> Callable[[bytes, Any], Awaitable[Any]]:
-        """`prepare` and `behave` behind admission, observed when there is telemetry."""
+        """`prepare` and `behave` behind admission, observed when there is telemetry (with errors as the face's
+        callers read them, `translate`)."""
         if self._observer is not None:
-            return self._observer.unary(name, self.admit, prepare, behave)
+            return self._observer.unary(name, self.admit, prepare, behave, translate)
         return self._admitted(name, prepare, behave)
 
     def _admitted_stream(
-        self, name: str, prepare: Prepare, open_stream: Behave[AsyncIterator[Any]]
+        self, name: str, prepare: Prepare, open_stream: Behave[AsyncIterator[Any]], translate: Translate | None
     ) -> Callable[[bytes, Any], Awaitable[AsyncIterator[Any]]]:
         if self._observer is not None:
-            return self._observer.stream(name, self.admit, prepare, open_stream)
+            return self._observer.stream(name, self.admit, prepare, open_stream, translate)
         return self._admitted(name, prepare, open_stream)
 
     def _admitted(

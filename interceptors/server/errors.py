@@ -1,7 +1,8 @@
 """The outermost layer of every A2A handler: whatever a call raises leaves as a proper gRPC status.
 
 An `A2AError` becomes its row of the error table (code, ErrorInfo, BadRequest), keeping the trailers
-the call had already set (the extension echo). Anything else is logged and becomes INTERNAL with a
+the call had already set (the extension echo); on a face whose callers read errors otherwise (A2A 0.3), as
+its `translate` renders it. Anything else is logged and becomes INTERNAL with a
 generic message: grpc.aio's default (UNKNOWN carrying the exception text) would leak internals.
 """
 
@@ -23,25 +24,26 @@ UnaryHandler = Callable[[Any, Any], Awaitable[Any]]
 StreamOpener = Callable[[Any, Any], Awaitable[AsyncIterator[Any]]]  # the events of a call, once it is admitted
 StreamHandler = Callable[[Any, Any], AsyncIterator[Any]]
 Parse = Callable[[bytes], Any]
+Translate = Callable[[A2AError], A2AError]
 
 
-def guard_unary(method: str, handle: UnaryHandler) -> UnaryHandler:
+def guard_unary(method: str, handle: UnaryHandler, translate: Translate | None = None) -> UnaryHandler:
     async def guarded(request: Any, context: Any) -> Any:
         try:
             return await handle(request, context)
         except Exception as error:
-            await fail(context, method, error)
+            await fail(context, method, error, translate)
 
     return guarded
 
 
-def guard_stream(method: str, open_stream: StreamOpener) -> StreamHandler:
+def guard_stream(method: str, open_stream: StreamOpener, translate: Translate | None = None) -> StreamHandler:
     async def guarded(request: Any, context: Any) -> AsyncIterator[Any]:
         try:
             async for item in await open_stream(request, context):
                 yield item
         except Exception as error:
-            await fail(context, method, error)
+            await fail(context, method, error, translate)
 
     return guarded
 
@@ -55,7 +57,7 @@ def parse_request(parse: Parse, request: bytes) -> Any:
         raise InvalidRequestError("the request is not a valid message of this method's request type") from None
 
 
-async def fail(context: Any, method: str, error: Exception) -> None:
+async def fail(context: Any, method: str, error: Exception, translate: Translate | None = None) -> None:
     """End the call with the status `error` stands for; a call already over is left alone (a2a_grpc.arrival)."""
     if isinstance(error, grpc.aio.AbortError):  # the call was already ended with its status
         raise error
@@ -63,7 +65,8 @@ async def fail(context: Any, method: str, error: Exception) -> None:
         log.error("unexpected error in %s", method, exc_info=error)
     if seen_call_over(error):
         raise asyncio.CancelledError from error
-    await abort(context, error if isinstance(error, A2AError) else InternalError("internal error"))
+    status = error if isinstance(error, A2AError) else InternalError("internal error")
+    await abort(context, translate(status) if translate is not None else status)
 
 
 async def abort(context: Any, error: A2AError) -> None:

@@ -22,34 +22,50 @@ MAX_EXTENSIONS_PER_CALL = 32
 
 
 class ExtensionNegotiator:
-    def __init__(self, registry: ExtensionRegistry, *, max_extensions: int = MAX_EXTENSIONS_PER_CALL) -> None:
+    """Reads the extensions a call requests from `headers` (every one of them: the 0.3 face reads two names)."""
+
+    def __init__(
+        self,
+        registry: ExtensionRegistry,
+        *,
+        max_extensions: int = MAX_EXTENSIONS_PER_CALL,
+        headers: tuple[str, ...] = (EXTENSIONS_HEADER,),
+    ) -> None:
         self._registry = registry
         self._max_extensions = max_extensions
+        self._headers = headers
+
+    def _requested(self, metadata: Metadata) -> tuple[str, ...]:
+        if len(self._headers) == 1:
+            return all_values(metadata, self._headers[0])
+        return tuple(value for header in self._headers for value in all_values(metadata, header))
 
     def __call__(self, metadata: Metadata) -> Negotiation:
-        negotiation = self._registry.negotiate(all_values(metadata, EXTENSIONS_HEADER))
+        negotiation = self._registry.negotiate(self._requested(metadata))
         count = len(negotiation.requested)
+        header = self._headers[0]
         if count > self._max_extensions:
             raise InvalidRequestError(
                 f"the call names {count} extensions; at most {self._max_extensions} are allowed",
-                violations=[(EXTENSIONS_HEADER, f"names {count} distinct extensions; at most {self._max_extensions}")],
+                violations=[(header, f"names {count} distinct extensions; at most {self._max_extensions}")],
             )
         if negotiation.missing_required:
             missing = ",".join(negotiation.missing_required)
             raise ExtensionSupportRequiredError(
                 f"this agent requires extensions the call did not activate: {missing}; "
-                f"send them in the '{EXTENSIONS_HEADER}' header",
+                f"send them in the '{header}' header",
                 metadata={"missingExtensions": missing},
             )
         return negotiation
 
 
-async def send_echo(context: Any, echo: str, *, headers: bool) -> None:
-    """Echo the activated extensions in the trailers and, with `headers`, in the response headers.
+async def send_echo(context: Any, echo: str, *, headers: bool, names: tuple[str, ...] = (EXTENSIONS_HEADER,)) -> None:
+    """Echo the activated extensions under each of `names` in the trailers and, with `headers`, in the response
+    headers.
 
     The trailers are set before the servicer runs, so an error status raised later keeps them.
     """
-    entry = ((EXTENSIONS_HEADER, echo),)
+    entry = tuple((name, echo) for name in names)
     context.set_trailing_metadata(entry)
     if headers:
         await context.send_initial_metadata(entry)
