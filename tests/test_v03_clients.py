@@ -8,8 +8,8 @@ on another; credentials missing or wrong are UNAUTHENTICATED; errors come as the
 (`<ErrorName>: <message>`, the 0.3 codes) with the ErrorInfo of v1.0 in grpc-status-details-bin; a required
 extension is refused on every 0.3 RPC without x-a2a-extensions and accepted with it; `a2a-version: 1.0` on the
 0.3 service is refused; a task made by either version is read, subscribed to and cancelled by the other; and
-with the face off (serve_v03=False) the 0.3 client gets UNIMPLEMENTED naming lf.a2a.v1.A2AService, in the
-access log.
+with the face off (serve_v03=False) the card advertises no 0.3 interface (the 0.3 resolver refuses it) and a 0.3
+client that knows the address gets UNIMPLEMENTED naming lf.a2a.v1.A2AService, in the access log.
 
 The SDK's venv is installed the first time (a minute, from PyPI); a failed install fails the tests, never
 skips them.
@@ -339,7 +339,7 @@ def fetch_card(base_url: str, ca_file: str | None) -> Json:
 
 
 LIFECYCLE = [
-    {"op": "send", "text": "complete now"},  # 0
+    {"op": "send", "text": "complete now", "save_as": "first"},  # 0
     {"op": "get", "task_id": "$task"},  # 1
     {"op": "stream", "text": "complete streamed"},  # 2
     {"op": "stream", "text": "input please", "save_as": "waiting"},  # 3
@@ -357,6 +357,7 @@ LIFECYCLE = [
     {"op": "cancel", "task_id": "$held"},  # 15
     {"op": "get", "task_id": "no-such-task"},  # 16
     {"op": "resubscribe", "task_id": "$held"},  # 17
+    {"op": "get", "task_id": "$first", "history_length": 1},  # 18
 ]
 
 
@@ -410,6 +411,8 @@ async def test_the_03_client_sends_streams_gets_cancels_resubscribes_and_keeps_p
     assert_a2a_error(lines.error(15), "FAILED_PRECONDITION", "TaskNotCancelableError", "TASK_NOT_CANCELABLE")
     assert_a2a_error(lines.error(16), "NOT_FOUND", "TaskNotFoundError", "TASK_NOT_FOUND")
     assert_a2a_error(lines.error(17), "UNIMPLEMENTED", "UnsupportedOperationError", "UNSUPPORTED_OPERATION")
+    recent = lines.task(18)
+    assert recent["id"] == sent["id"] and [m["role"] for m in recent["history"]] == ["agent"], "the latest message"
 
 
 @pytest.mark.parametrize("token", [None, "not-" + TOKEN], ids=["missing", "wrong"])
@@ -450,7 +453,9 @@ async def test_errors_carry_the_03_names_and_codes_and_our_error_info(sdk03: Pat
     version = lines.error(6)
     assert_a2a_error(version, "FAILED_PRECONDITION", "VersionNotSupportedError", "VERSION_NOT_SUPPORTED")
     assert V1_SERVICE in version["details"], version
-    assert lines.result(7)["response"]["id"] == lines.task(5)["id"], "a2a-version 0.3 is this service's own"
+    raw = lines.result(7)["response"]
+    assert raw["id"] == lines.task(5)["id"], "a2a-version 0.3 is this service's own; ids are bare, names tasks/{id}"
+    assert raw["status"]["state"] == "TASK_STATE_COMPLETED" and raw["status"]["timestamp"], raw
 
 
 async def test_a_card_without_push_refuses_push_configs_as_03_does(sdk03: Path, start_server: StartServer) -> None:
@@ -598,6 +603,13 @@ async def test_with_the_03_face_off_the_03_client_gets_unimplemented_naming_the_
 ) -> None:
     caplog.set_level(logging.INFO, logger=ACCESS_LOGGER)
     server = await start_server(serve_v03=False, agent=MixedAgent())
+    served = await asyncio.to_thread(fetch_card, f"http://{server.http_target}", None)
+    assert [entry["protocolVersion"] for entry in served["supportedInterfaces"]] == ["1.0"]
+    assert "url" not in served and "preferredTransport" not in served, "no 0.3 interface is advertised"
+    refused = (await drive(sdk03, {"card_url": f"http://{server.http_target}", "steps": []})).card_error()
+    assert refused["type"] == "A2AClientJSONError" and '"url"' in refused["message"], refused
+
+    # a 0.3 user who knows the address
     steps = [{"op": "send", "text": "complete"}, {"op": "stream", "text": "complete"}]
     lines = await drive(sdk03, {"target": server.grpc_target, "steps": steps})
     for step in range(len(steps)):
