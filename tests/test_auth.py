@@ -429,13 +429,21 @@ async def test_the_principal_and_its_claims_reach_the_agent(
 # ---- the card ------------------------------------------------------------------------------------
 
 
+V03_KEYS = ("url", "preferredTransport", "protocolVersion", "additionalInterfaces", "security")
+
+
 async def http_card(server: A2AServer) -> dict[str, Any]:
+    """The served card's 1.0 fields: without the 0.3 fields merged in for 0.3 readers (tests/test_v03_face.py)."""
     async with (
         aiohttp.ClientSession() as session,
         session.get(f"http://{server.http_target}{AGENT_CARD_PATH}") as response,
     ):
         document: dict[str, Any] = await response.json()
-        return document
+    document = {key: value for key, value in document.items() if key not in V03_KEYS}
+    document.pop("supportsAuthenticatedExtendedCard", None)
+    for name, scheme in document.get("securitySchemes", {}).items():
+        document["securitySchemes"][name] = {key: value for key, value in scheme.items() if key.endswith("Scheme")}
+    return document
 
 
 async def test_the_card_declares_the_schemes_the_flags_configure(
@@ -852,9 +860,10 @@ async def test_mutual_tls_names_the_caller_on_every_rpc(
             assert refused == {name: grpc.StatusCode.UNAVAILABLE for name in EVERY_RPC}, "refused at the handshake"
 
         served = await _https_card(server, ca, tmp_path)
+        description = "A client certificate from the server's client CA"
         assert served["securitySchemes"] == {
-            "mtls": {"mtlsSecurityScheme": {"description": "A client certificate from the server's client CA"}}
-        }
+            "mtls": {"mtlsSecurityScheme": {"description": description}, "type": "mutualTLS", "description": description}
+        }, "the 1.0 form, and 0.3's beside it"
         assert served["securityRequirements"] == [{"schemes": {"mtls": {}}}]
 
 
