@@ -16,7 +16,8 @@ the task as the client put it together). An error is {"type": "AioRpcError", "co
 its ErrorInfo} for a gRPC error, {"type": class name, "message": text} otherwise. Objects are the SDK's
 pydantic types dumped as JSON (camelCase), so states read "completed", "input-required", ...
 
-Steps: send {text, blocking?, task_id?, context_id?, history_length?}, stream {text, task_id?, context_id?},
+Steps: send {text, blocking?, task_id?, context_id?, history_length?}, stream {text, task_id?, context_id?} (a
+message is one text part, or `parts`: a list of 0.3 Part JSON, and may carry `metadata`),
 resubscribe {task_id}, get {task_id, history_length?}, cancel {task_id}, push_create {task_id, id, url,
 token?}, push_get {task_id, id}, push_list {task_id}, push_delete {task_id, id} (the last two through the
 SDK's generated stub: its client has no such methods), raw {method, request (ProtoJSON), metadata?: [[k, v]]}
@@ -256,12 +257,15 @@ class Driver:
 
 
 def message(step: Json) -> Message:
+    """The step's message: its `parts` (0.3 JSON) or one text part, with its `metadata`."""
+    parts = [Part.model_validate(part) for part in step["parts"]] if "parts" in step else None
     return Message(
         role=Role.user,
         message_id=step.get("message_id", uuid.uuid4().hex),
-        parts=[Part(root=TextPart(text=step.get("text", "hello")))],
+        parts=parts or [Part(root=TextPart(text=step.get("text", "hello")))],
         task_id=step.get("task_id"),
         context_id=step.get("context_id"),
+        metadata=step.get("metadata"),
     )
 
 

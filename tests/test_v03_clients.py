@@ -7,7 +7,9 @@ resubscribes, and creates, gets, lists and deletes push configs, with bearer aut
 on another; credentials missing or wrong are UNAUTHENTICATED; errors come as the 0.3 SDK server sends them
 (`<ErrorName>: <message>`, the 0.3 codes) with the ErrorInfo of v1.0 in grpc-status-details-bin; a required
 extension is refused on every 0.3 RPC without x-a2a-extensions and accepted with it; `a2a-version: 1.0` on the
-0.3 service is refused; a task made by either version is read, subscribed to and cancelled by the other; and
+0.3 service is refused; message parts (text, data, files by URI and by bytes) and metadata cross the face both
+ways (a part's metadata and a file's name, which a2a-sdk 0.3.26 sends beyond the v0.3.0 proto, are lost: a
+strict xfail); a task made by either version is read, subscribed to and cancelled by the other; and
 with the face off (serve_v03=False) the card advertises no 0.3 interface (the 0.3 resolver refuses it) and a 0.3
 client that knows the address gets UNIMPLEMENTED naming lf.a2a.v1.A2AService, in the access log.
 
@@ -31,7 +33,7 @@ import grpc
 import pytest
 from agents import CancelProbeAgent, OutcomeAgent
 from certs import Pki
-from conftest import BASE_CARD, DEAD_HOOK, StartServer, send_request
+from conftest import BASE_CARD, DEAD_HOOK, V1, StartServer, send_request
 from rpc_helpers import DOMAIN, Clients, Metadata, bearer, read_all, rpc_error
 from sdk03_env import SdkUnavailableError, sdk03_python
 
@@ -518,6 +520,77 @@ async def test_a_required_extension_sent_by_the_03_client_is_accepted(sdk03: Pat
             trailers = end["result"]["trailers"]
             echoed = trailers.get("a2a-extensions") or trailers.get("x-a2a-extensions") or ""
             assert {uri.strip() for uri in echoed.split(",")} == {REQUIRED, OPTIONAL}, (method, trailers)
+
+
+# ---- message contents across the face ----------------------------------------------------------------------
+
+# What the v0.3.0 proto carries: text, data (a JSON object), a file by URI or by bytes with its MIME type, and
+# the message's metadata. (The a2a-sdk 0.3 Python client puts a file's bytes on the wire as their base64 text.)
+PARTS_03: list[Json] = [
+    {"kind": "text", "text": "complete with parts"},
+    {"kind": "data", "data": {"a": 1, "nested": {"b": [1, 2], "c": "d"}}},
+    {"kind": "file", "file": {"bytes": "aGVsbG8=", "mimeType": "text/plain"}},
+    {"kind": "file", "file": {"uri": "https://example.com/x.png", "mimeType": "image/png"}},
+]
+
+
+def v1_parts_of_03() -> list[a2a_pb2.Part]:
+    """PARTS_03 as a 1.0 client reads them."""
+    data = a2a_pb2.Part()
+    data.data.struct_value.update(PARTS_03[1]["data"])
+    return [
+        a2a_pb2.Part(text="complete with parts"),
+        data,
+        a2a_pb2.Part(raw=b"aGVsbG8=", media_type="text/plain"),
+        a2a_pb2.Part(url="https://example.com/x.png", media_type="image/png"),
+    ]
+
+
+async def test_message_parts_and_metadata_cross_the_face_both_ways(
+    sdk03: Path, start_server: StartServer, clients: Clients
+) -> None:
+    server, plan = await plain_server(start_server)
+    stub = clients.stub(server)
+    v1_message = a2a_pb2.Message(
+        message_id="m-from-1.0", role=a2a_pb2.ROLE_USER, parts=v1_parts_of_03(), metadata={"trace": "from 1.0"}
+    )
+    from_v1 = (await stub.SendMessage(a2a_pb2.SendMessageRequest(message=v1_message), metadata=V1)).task
+    steps = [
+        {"op": "send", "parts": PARTS_03, "metadata": {"trace": "from 0.3"}},  # 0
+        {"op": "get", "task_id": "$task"},  # 1
+        {"op": "get", "task_id": from_v1.id},  # 2
+    ]
+    lines = await drive(sdk03, {**plan, "steps": steps})
+    for step in (1, 2):
+        sent = lines.task(step)["history"][0]
+        assert sent["parts"] == PARTS_03, f"step {step}: {sent['parts']}"
+        assert sent["metadata"] == {"trace": "from 0.3" if step == 1 else "from 1.0"}
+    from_03: a2a_pb2.Task = await stub.GetTask(a2a_pb2.GetTaskRequest(id=lines.task(0)["id"]), metadata=V1)
+    assert list(from_03.history[0].parts) == v1_parts_of_03()
+    assert dict(from_03.history[0].metadata) == {"trace": "from 0.3"}
+
+
+# Fields the a2a-sdk 0.3.26 wire has beyond the v0.3.0 proto: Part.metadata (4) and FilePart.name (4).
+NAMED_PARTS_03: list[Json] = [
+    {"kind": "text", "text": "complete named", "metadata": {"k": "v"}},
+    {"kind": "file", "file": {"uri": "https://example.com/x.png", "mimeType": "image/png", "name": "x.png"}},
+]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the face reads the v0.3.0 proto, whose Part has no metadata and FilePart no name; a2a-sdk 0.3.26 sends both",
+)
+async def test_part_metadata_and_file_names_the_03_sdk_sends_are_kept(
+    sdk03: Path, start_server: StartServer, clients: Clients
+) -> None:
+    server, plan = await plain_server(start_server)
+    stub = clients.stub(server)
+    lines = await drive(sdk03, {**plan, "steps": [{"op": "send", "parts": NAMED_PARTS_03}]})
+    task: a2a_pb2.Task = await stub.GetTask(a2a_pb2.GetTaskRequest(id=lines.task(0)["id"]), metadata=V1)
+    parts = task.history[0].parts
+    assert (dict(parts[0].metadata), parts[1].filename) == ({"k": "v"}, "x.png"), "as a 1.0 client reads them"
+    assert lines.task(0)["history"][0]["parts"] == NAMED_PARTS_03, "as the 0.3 client reads them back"
 
 
 # ---- one task, both versions -------------------------------------------------------------------------------
