@@ -318,6 +318,10 @@ async def test_the_03_resolver_reads_our_card(
     assert card["protocolVersion"] == "0.3.0"
     assert {"transport": "GRPC", "url": server.grpc_target} in card.get("additionalInterfaces", [])
     assert card["capabilities"]["streaming"] is True and card["capabilities"]["pushNotifications"] is True
+    if security == "bearer":  # in 0.3's form: an http scheme, and a requirement naming it
+        schemes = {name: scheme for name, scheme in card["securitySchemes"].items() if scheme["type"] == "http"}
+        assert [scheme["scheme"].lower() for scheme in schemes.values()] == ["bearer"], card["securitySchemes"]
+        assert card["security"] == [{name: []} for name in schemes], card["security"]
     served = await asyncio.to_thread(fetch_card, plan["card_url"], plan.get("ca_file"))
     versions = [
         entry["protocolVersion"]
