@@ -316,6 +316,10 @@ def test_the_relay_lines_run_as_written(tmp_path: Path) -> None:
     run_section("The two built-in extensions", tmp_path)
 
 
+def test_the_v03_lines_run_as_written(tmp_path: Path) -> None:
+    run_section("A2A 0.3 clients", tmp_path)
+
+
 def test_the_chaos_lines_run_as_written(tmp_path: Path) -> None:
     run_section("Before a release: a soak", tmp_path)
 

@@ -1,6 +1,7 @@
 """The server's interceptor chain for A2A calls, composed in one place.
 
-Each A2AService method handler is wrapped once, at start-up, in this order:
+Each method handler of a face's service (a2a_grpc.interceptors.server.faces: A2A 1.0, and 0.3 beside it) is
+wrapped once, at start-up, in this order:
   errors          every failure leaves as a proper status (outermost)
   telemetry       with an access log, metrics or tracing: times the call and records how it ended (its
                   status code and A2A reason, a stream's events, the tenant once bound), around
