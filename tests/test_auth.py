@@ -862,7 +862,11 @@ async def test_mutual_tls_names_the_caller_on_every_rpc(
         served = await _https_card(server, ca, tmp_path)
         description = "A client certificate from the server's client CA"
         assert served["securitySchemes"] == {
-            "mtls": {"mtlsSecurityScheme": {"description": description}, "type": "mutualTLS", "description": description}
+            "mtls": {
+                "mtlsSecurityScheme": {"description": description},
+                "type": "mutualTLS",
+                "description": description,
+            }
         }, "the 1.0 form, and 0.3's beside it"
         assert served["securityRequirements"] == [{"schemes": {"mtls": {}}}]
 
