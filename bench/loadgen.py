@@ -27,6 +27,8 @@ import grpc
 
 from a2a_grpc.cli import run_async
 from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
+from a2a_grpc.generated.v0_3 import a2a_pb2 as v03_pb2
+from a2a_grpc.generated.v0_3 import a2a_pb2_grpc as v03_pb2_grpc
 from a2a_grpc.interceptors.server import WORKER_TRAILER
 from a2a_grpc.protocol import EXTENSIONS_HEADER, RESUME_EXTENSION_URI
 from a2a_grpc.resume import event_seq
@@ -40,11 +42,16 @@ Job = dict[str, Any]
 Metadata = tuple[tuple[str, str], ...]
 
 
+V10 = "1.0"
+V03 = "0.3"
+
+
 class SendServer(NamedTuple):
     """A server of a send job: where, with what request metadata, on how many connections (at most one per
     caller), whether to ask which worker process serves each connection (`--workers`), the webhook each
-    message names in its push config (`configuration.task_push_notification_config`; none when empty), and the
-    PEM CA to trust over TLS (None: plaintext)."""
+    message names in its push config (`configuration.task_push_notification_config`; none when empty), the
+    PEM CA to trust over TLS (None: plaintext), and the face its calls go to: V10 (`lf.a2a.v1.A2AService`)
+    or V03 (`a2a.v1.A2AService`, the A2A 0.3 face; neither worker probes nor push configs)."""
 
     target: str
     metadata: Metadata
@@ -52,6 +59,7 @@ class SendServer(NamedTuple):
     probe_workers: bool = False
     push_url: str = ""
     tls_roots: bytes | None = None
+    face: str = V10
 
 
 class Slice(NamedTuple):
@@ -119,6 +127,19 @@ def _send_request(text: str, task_id: str = "", push_url: str = "") -> Any:
     return request
 
 
+def _face_send(text: str, server: SendServer) -> tuple[Any, Any]:
+    """The SendMessage request of `server`'s face and the message in it (whose message_id each call sets)."""
+    if server.face == V10:
+        request = _send_request(text, push_url=server.push_url)
+        return request, request.message
+    if server.face != V03 or server.push_url or server.probe_workers:
+        raise ValueError(f"a send job cannot drive face {server.face!r} with push configs or worker probes")
+    # no configuration: 0.3 waits for the task then, as a 1.0 request without return_immediately does
+    request = v03_pb2.SendMessageRequest(request=v03_pb2.Message(role=v03_pb2.ROLE_USER))
+    request.request.content.add(text=text)
+    return request, request.request
+
+
 def _channel(target: str, tls_roots: bytes | None) -> Any:
     options = [
         ("grpc.max_receive_message_length", 64 * 1024 * 1024),
@@ -130,12 +151,15 @@ def _channel(target: str, tls_roots: bytes | None) -> Any:
 
 
 @contextlib.asynccontextmanager
-async def _stubs(target: str, channels: int, tls_roots: bytes | None = None) -> AsyncIterator[list[Any]]:
-    """A stub on each of `channels` connections to `target`, over TLS trusting `tls_roots` when given (callers
-    take them in turn)."""
+async def _stubs(
+    target: str, channels: int, tls_roots: bytes | None = None, face: str = V10
+) -> AsyncIterator[list[Any]]:
+    """A stub of `face`'s service on each of `channels` connections to `target`, over TLS trusting `tls_roots`
+    when given (callers take them in turn)."""
+    stub = a2a_pb2_grpc.A2AServiceStub if face == V10 else v03_pb2_grpc.A2AServiceStub
     async with contextlib.AsyncExitStack() as stack:
         opened = [await stack.enter_async_context(_channel(target, tls_roots)) for _ in range(channels)]
-        yield [a2a_pb2_grpc.A2AServiceStub(channel) for channel in opened]  # type: ignore[no-untyped-call]
+        yield [stub(channel) for channel in opened]
 
 
 async def _worker_pid(stub: Any, metadata: Metadata, rpc_timeout: float) -> str:
@@ -178,7 +202,7 @@ async def send_job(job: Job, worker_id: int, outbox: Any) -> dict[str, Any]:
     failed = [0] * len(servers)
 
     async def caller(index: int, sends: list[Any]) -> None:
-        requests = [_send_request(job["text"], push_url=server.push_url) for server in servers]
+        requests, messages = zip(*(_face_send(job["text"], server) for server in servers), strict=True)
         prefix = f"w{worker_id}c{index}-{os.getpid()}-"
         sequence = 0
         while (started := time.monotonic()) < slices[-1].end:
@@ -186,11 +210,11 @@ async def send_job(job: Job, worker_id: int, outbox: Any) -> dict[str, Any]:
             server = slices[turn].server
             sequence += 1
             request = requests[server]
-            request.message.message_id = prefix + str(sequence)
+            messages[server].message_id = prefix + str(sequence)
             failure = None
             try:
                 response = await sends[server](request, metadata=metadata[server], timeout=job["rpc_timeout"])
-                if response.task.status.state != expected:
+                if response.task.status.state != expected:  # the same numbers in both faces
                     failure = f"task state {a2a_pb2.TaskState.Name(response.task.status.state)}"
             except grpc.RpcError as error:
                 failure = _describe(error)
@@ -203,7 +227,7 @@ async def send_job(job: Job, worker_id: int, outbox: Any) -> dict[str, Any]:
     async with contextlib.AsyncExitStack() as stack:
         stubs = [
             await stack.enter_async_context(
-                _stubs(server.target, min(job["concurrency"], server.channels), server.tls_roots)
+                _stubs(server.target, min(job["concurrency"], server.channels), server.tls_roots, server.face)
             )
             for server in servers
         ]

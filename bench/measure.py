@@ -11,12 +11,13 @@ from typing import Any, NamedTuple
 import grpc
 
 from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
-from bench.loadgen import READY, RESULT, LoadPool, Metadata, SendServer, Slice, split
+from bench.loadgen import READY, RESULT, V10, LoadPool, Metadata, SendServer, Slice, split
 from bench.procs import ServerProcess, cpu_seconds, machine_busy_seconds, rss_bytes, tree_cpu_seconds
 from bench.protocol import CHUNKS_TEXT, ECHO_EVENTS, ECHO_TEXT, HOLD_TEXT
 from bench.push import PushReceiver
 
 V1: Metadata = (("a2a-version", "1.0"),)
+V03: Metadata = ()  # a 0.3 caller sends no a2a-version
 START_SLACK_SECONDS = 0.3  # workers pick up the job and connect before the warm-up counts
 SETTLE_SECONDS = 0.1  # at the start of each slice: calls still in flight to the previous server end
 RESULT_MARGIN_SECONDS = 120.0
@@ -224,6 +225,7 @@ def measure_send(
     channels: list[int] | None = None,
     push: list[bool] | None = None,
     receiver: PushReceiver | None = None,
+    faces: list[str] | None = None,
 ) -> list[dict[str, Any]]:
     """Closed-loop SendMessage at `concurrency` callers, taken from server to server in short turns (send_slices):
     a neighbour's burst or the machine's drift then hits every server alike. For each server: requests/s,
@@ -235,18 +237,22 @@ def measure_send(
     `push`: for each server, whether every message names `receiver` in its push config. Then, once the load
     stops, the receiver is given time to get every notification owed (bounded, PushReceiver.drain), and those
     servers' records gain the delivery figures (push_figures); every record gains the server's CPU per request
-    over the whole job and the drain (delivery included), and the receiver's CPU is counted apart."""
+    over the whole job and the drain (delivery included), and the receiver's CPU is counted apart.
+
+    `faces`: for each server, the service its calls go to (loadgen.V10, the default, or loadgen.V03)."""
     channels = channels or [settings.channels] * len(servers)
     push = push or [False] * len(servers)
+    faces = faces or [V10] * len(servers)
     if any(push) and receiver is None:
         raise ValueError("push cases need the push receiver")
     push_url = receiver.url if receiver is not None else ""
     slices = send_slices(len(servers), settings, time.monotonic() + START_SLACK_SECONDS)
-    targets = zip(servers, metadata, channels, push, strict=True)
+    targets = zip(servers, metadata, channels, push, faces, strict=True)
     fields = {
         "kind": "send",
         "servers": [
-            SendServer(s.target, m, n, s.workers > 1, push_url if p else "", s.tls_roots) for s, m, n, p in targets
+            SendServer(s.target, m, n, s.workers > 1, push_url if p else "", s.tls_roots, f)
+            for s, m, n, p, f in targets
         ],
         "slices": slices,
         "text": ECHO_TEXT,

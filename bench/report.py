@@ -86,6 +86,17 @@ TELEMETRY_NOTES = (
     "OpenTelemetry span per call (the SDK's TracerProvider, OTEL_TRACES_EXPORTER=none: made and ended, exported "
     "nowhere). The ratios on/off and tracing/off, from the same interleaved turns, are what they cost.",
 )
+FACE_NOTES = (
+    "send.memory.v03 = a server identical to send.memory.ext's (echo agent declaring the required extension, "
+    "memory store; a process of its own) called on its A2A 0.3 face, a2a.v1.A2AService/SendMessage on the same "
+    "port as its 1.0 face: a 0.3 SendMessageRequest (the "
+    "message in `request`, its text in `content`, no configuration, so the call waits for the task), no "
+    "a2a-version header, the extension requested in x-a2a-extensions as the 0.3 SDKs do. The server admits it "
+    "through the same interceptor chain, translates it to 1.0, calls the 1.0 servicer and translates the answer "
+    "back. send.memory.v03-noext = the same with send.memory.noext's settings (no extension interceptor, no "
+    "extension header). The ratios v03/ext and v03-noext/noext, from the same interleaved turns, are what the "
+    "0.3 face costs against the 1.0 face on identical servers.",
+)
 AUTH_NOTES = (
     "auth.send.* = our server as in send.memory.noext (echo agent, memory store, no extension interceptor), "
     "measured at the highest --concurrency only, side by side: plain = plaintext, no authentication; jwt = every "
@@ -247,6 +258,7 @@ def ratios(records: list[Record], concurrencies: list[int]) -> list[Record]:
         out += _push_ratios(by_name, c)
         out += _telemetry_ratios(by_name, c)
         out += _auth_ratios(by_name, c)
+        out += _face_ratios(by_name, c)
     for top, bottom in (
         ("stream.ours", "stream.sdk"),
         ("stream.ours", "stream.bare"),
@@ -382,6 +394,40 @@ def auth_notes(records: list[Record], concurrencies: list[int]) -> list[str]:
     return _cpu_notes(records, max(concurrencies), (AUTH_PLAIN, "plain"), (family for family, _, _ in AUTH_FLOORS))
 
 
+# the 0.3 face's send cases, each against the 1.0 case on an identical server: family, label, baseline, its label
+FACE_PAIRS = (
+    ("send.memory.v03", "v03", "send.memory.ext", "ext"),
+    ("send.memory.v03-noext", "v03-noext", "send.memory.noext", "noext"),
+)
+FACE_FLOOR = 0.85
+
+
+def _face_ratios(records: dict[str, Record], c: int) -> list[Record]:
+    out: list[Record] = []
+    for family, label, base, base_label in FACE_PAIRS:
+        out += _against_baseline(records, c, "0.3 face", (base, base_label), ((family, label),))
+    return out
+
+
+def _face_targets(records: dict[str, Record], c: int) -> list[Record]:
+    out: list[Record] = []
+    for family, _, base, _ in FACE_PAIRS:
+        value = _ratio(records, f"{family}@{c}", f"{base}@{c}")
+        if value is not None:
+            name = f"{family}@{c} >= {FACE_FLOOR}x {base}@{c}"
+            out.append({"target": name, "value": value, "met": value >= FACE_FLOOR})
+    return out
+
+
+def face_notes(records: list[Record], concurrencies: list[int]) -> list[str]:
+    """The 0.3 face's server CPU per request at full load, and what it costs on top of the 1.0 face's."""
+    c = max(concurrencies)
+    notes: list[str] = []
+    for family, _, base, base_label in FACE_PAIRS:
+        notes += _cpu_notes(records, c, (base, base_label), (family,))
+    return notes
+
+
 REPLICA_PAIRS = (
     ("replicas.send.pg", "replicas.send.sqlite", 0.6),
     ("replicas.send.pg-workers2", "replicas.send.pg", 1.3),
@@ -439,7 +485,7 @@ def targets(records: list[Record], concurrencies: list[int]) -> list[Record]:
             value = statistics.median(added)
             out.append({"target": name, "value": value, "met": value < 0.05, "percent": True})
     out += _replica_targets(by_name, c) + _push_targets(by_name, c)
-    return out + _telemetry_targets(by_name, c) + _auth_targets(by_name, c)
+    return out + _telemetry_targets(by_name, c) + _auth_targets(by_name, c) + _face_targets(by_name, c)
 
 
 def ceiling_note(records: list[Record], concurrencies: list[int]) -> str | None:
@@ -563,6 +609,7 @@ def fixed_notes(records: list[Record], extra: Iterable[str]) -> list[str]:
     push = any(r["name"].startswith("push.") and "rate" in r for r in records)
     telemetry = any(r["name"].startswith("telemetry.") and "rate" in r for r in records)
     auth = any(r["name"].startswith("auth.") and "rate" in r for r in records)
+    face = any(r["name"].startswith(tuple(family for family, _, _, _ in FACE_PAIRS)) and "rate" in r for r in records)
     return [
         *extra,
         *NOTES,
@@ -570,6 +617,7 @@ def fixed_notes(records: list[Record], extra: Iterable[str]) -> list[str]:
         *(PUSH_NOTES if push else ()),
         *(TELEMETRY_NOTES if telemetry else ()),
         *(AUTH_NOTES if auth else ()),
+        *(FACE_NOTES if face else ()),
     ]
 
 
@@ -585,6 +633,7 @@ def _notes(records: list[Record], concurrencies: list[int], extra: Iterable[str]
         + push_cpu_notes(records, concurrencies)
         + telemetry_notes(records, concurrencies)
         + auth_notes(records, concurrencies)
+        + face_notes(records, concurrencies)
         + fixed_notes(records, extra)
     )
 
@@ -620,6 +669,7 @@ def write_json(
         "push": push_cpu_notes(records, concurrencies),
         "telemetry": telemetry_notes(records, concurrencies),
         "auth": auth_notes(records, concurrencies),
+        "faces": face_notes(records, concurrencies),
         "notes": fixed_notes(records, extra_notes),
     }
     path.write_text(json.dumps(document, indent=2) + "\n")

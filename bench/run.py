@@ -3,6 +3,9 @@
 Case families (filter them with --cases, shell-style patterns):
   send.bare, send.sdk, send.{memory,sqlite}.{ext,noext}   SendMessage, echo agent, at each --concurrency
   send.memory.ext-headers                               ext, with unary calls echoing in headers too
+  send.memory.v03{,-noext}                                send.memory.{ext,noext}'s settings, called on the A2A 0.3
+                                                          face (a2a.v1.A2AService: no a2a-version, the extension
+                                                          requested in x-a2a-extensions), for the 0.3/1.0 ratio
   stream.{bare,sdk,ours}                                  SendStreamingMessage, CHUNKS artifact chunks per task
   fanout.{sdk,ours}                                       SubscribeToTask, --subscribers streams on one task
   memory.ours                                             server RSS after --memory-tasks stored tasks
@@ -69,7 +72,7 @@ import grpc
 from bench import measure, report
 from bench.credentials import AUDIENCE, ISSUER, Credentials
 from bench.databases import Databases
-from bench.loadgen import LoadPool, Metadata
+from bench.loadgen import V03, V10, LoadPool, Metadata
 from bench.pg_cluster import PostgresUnavailable
 from bench.procs import ServerProcess
 from bench.protocol import BENCH_EXTENSION_URI, CHUNKS, ECHO_EVENTS
@@ -78,6 +81,7 @@ from bench.sdk_env import SDK_REQUIREMENT, SdkUnavailableError, sdk_python
 
 ROOT = Path(__file__).resolve().parent.parent
 EXTENSION_METADATA = (*measure.V1, ("a2a-extensions", BENCH_EXTENSION_URI))
+V03_EXTENSION_METADATA = (*measure.V03, ("x-a2a-extensions", BENCH_EXTENSION_URI))  # what the 0.3 SDKs send
 REPLICA_CHANNELS = 8  # connections per load process for the replicas.send cases: the kernel spreads connections
 TICK_RATE = 100.0  # events/s published in replicas.subscribe
 # what a call without credentials (plaintext, no token) gets from each auth.* server
@@ -101,6 +105,7 @@ class Family:
     telemetry: str = ""
     auth: str = ""  # "jwt": every call needs the run's JWT; "tls": the server speaks TLS; "": neither
     top_only: bool = False  # measured at the highest --concurrency only
+    face: str = V10  # the service a send family's calls go to: V10 (lf.a2a.v1) or V03 (a2a.v1, A2A 0.3)
 
     def levels(self, concurrency: list[int]) -> list[int]:
         """The concurrencies a send family is measured at."""
@@ -113,6 +118,8 @@ FAMILIES = (
     Family("send.memory.ext", "send", "ours", "memory", extension=True),
     Family("send.memory.noext", "send", "ours", "memory"),
     Family("send.memory.ext-headers", "send", "ours", "memory", extension=True, unary_echo="headers"),
+    Family("send.memory.v03", "send", "ours", "memory", extension=True, face=V03),
+    Family("send.memory.v03-noext", "send", "ours", "memory", face=V03),
     Family("send.sqlite.ext", "send", "ours", "sqlite", extension=True),
     Family("send.sqlite.noext", "send", "ours", "sqlite"),
     Family("stream.bare", "stream", "bare"),
@@ -298,6 +305,8 @@ class Bench:
 
     def _metadata(self, family: Family) -> Metadata:
         """What every call of a send family carries."""
+        if family.face == V03:
+            return V03_EXTENSION_METADATA if family.extension else measure.V03
         if family.extension:
             return EXTENSION_METADATA
         if family.auth == "jwt":
@@ -351,6 +360,7 @@ class Bench:
             "server": family.server,
             "store": family.store if family.server == "ours" else None,
             "extension": family.extension,
+            "face": family.face,
             "workers": family.workers,
             **result,
         }
@@ -443,9 +453,10 @@ class Bench:
                 metadata = [self._metadata(family) for family in measured]
                 channels = [max(self.args.channels, family.channels) for family in measured]
                 push = [family.push == "on" for family in measured]
+                faces = [family.face for family in measured]
                 try:
                     results = measure.measure_send(
-                        started, metadata, self.pool, self.settings, c, channels, push, receiver
+                        started, metadata, self.pool, self.settings, c, channels, push, receiver, faces
                     )
                 except Exception as error:
                     failed += 1

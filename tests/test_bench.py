@@ -42,6 +42,8 @@ SEND_FAMILIES = (
     "send.memory.ext",
     "send.memory.ext-headers",
     "send.memory.noext",
+    "send.memory.v03",  # send.memory.ext's server, called on its A2A 0.3 face
+    "send.memory.v03-noext",  # send.memory.noext's, likewise
     "send.sqlite.ext",
     "send.sqlite.noext",
 )
@@ -171,6 +173,9 @@ def test_ratios_and_table_are_reported(bench_run: tuple[dict[str, Any], str]) ->
         "stream.ours / stream.bare",
         "stream.ours / stream.sdk",
         "fanout.ours / fanout.sdk",
+        f"send.memory.v03@{top} / ext",
+        f"send.memory.v03-noext@{top} / noext",
+        f"0.3 face overhead send.memory.v03@{top}, server CPU (v03/ext - 1)",
     )
     for ratio in _selected(wanted):
         assert ratio in names
@@ -178,7 +183,12 @@ def test_ratios_and_table_are_reported(bench_run: tuple[dict[str, Any], str]) ->
         f"send.memory.ext@{top} >= 0.75x bare",
         f"extension overhead send.memory@{top} < 5% (server CPU, ext/noext - 1)",
         f"extension overhead send.sqlite@{top} < 5% (server CPU, ext/noext - 1)",
+        f"send.memory.v03@{top} >= 0.85x send.memory.ext@{top}",
+        f"send.memory.v03-noext@{top} >= 0.85x send.memory.noext@{top}",
     }
+    cases = _cases(document)
+    assert cases[f"send.memory.v03@{top}"]["face"] == "0.3" and cases[f"send.memory.ext@{top}"]["face"] == "1.0"
+    assert len(document["faces"]) == 4  # server CPU per request of each face, each 0.3 case against its 1.0 one
     assert document["load_generator_ceiling"].startswith("load generator ceiling:")
     assert document["meta"]["load_processes"] >= 2
     for line in ("Ratios (measured side by side in this run", "Targets:", "send.memory.ext@1"):
