@@ -8,8 +8,7 @@ on another; credentials missing or wrong are UNAUTHENTICATED; errors come as the
 (`<ErrorName>: <message>`, the 0.3 codes) with the ErrorInfo of v1.0 in grpc-status-details-bin; a required
 extension is refused on every 0.3 RPC without x-a2a-extensions and accepted with it; `a2a-version: 1.0` on the
 0.3 service is refused; message parts (text, data, files by URI and by bytes) and metadata cross the face both
-ways (a part's metadata and a file's name, which a2a-sdk 0.3.26 sends beyond the v0.3.0 proto, are lost: a
-strict xfail); a task made by either version is read, subscribed to and cancelled by the other; and
+ways, a part's metadata and a file's name (which a2a-sdk 0.3.26 sends beyond the v0.3.0 proto) included; a task made by either version is read, subscribed to and cancelled by the other; and
 with the face off (serve_v03=False) the card advertises no 0.3 interface (the 0.3 resolver refuses it) and a 0.3
 client that knows the address gets UNIMPLEMENTED naming lf.a2a.v1.A2AService, in the access log.
 
@@ -581,10 +580,6 @@ NAMED_PARTS_03: list[Json] = [
 ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the face reads the v0.3.0 proto, whose Part has no metadata and FilePart no name; a2a-sdk 0.3.26 sends both",
-)
 async def test_part_metadata_and_file_names_the_03_sdk_sends_are_kept(
     sdk03: Path, start_server: StartServer, clients: Clients
 ) -> None:

@@ -37,7 +37,7 @@ class DataAgent:
         listed = artifact.parts.add()
         listed.data.list_value.values.add(number_value=1)
         text = artifact.parts.add(text="hi", media_type="text/markdown", filename="hi.md")
-        text.metadata.update({"kept": "no"})
+        text.metadata.update({"kept": "yes"})
         await events.artifact(artifact, last_chunk=True)
         await events.complete()
 
@@ -145,7 +145,9 @@ async def test_what_0_3_cannot_carry_is_dropped_and_a_non_object_value_is_wrappe
         answer = await v03_stub(server, stubs).SendMessage(send())
     listed, text = answer.task.artifacts[0].parts
     assert json_format.MessageToDict(listed.data.data) == {"value": [1]}
-    assert text == v03.Part(text="hi"), "a part's metadata, filename and media type have no place in 0.3"
+    assert (text.text, json_format.MessageToDict(text.metadata)) == ("hi", {"kept": "yes"})
+    assert text.ListFields()[:1] == [(v03.Part.DESCRIPTOR.fields_by_name["text"], "hi")]
+    assert len(text.ListFields()) == 2, "a text part's filename and media type have no place in 0.3"
 
 
 async def test_files_and_data_from_a_0_3_caller_reach_the_agent_as_1_0_parts(
@@ -154,7 +156,7 @@ async def test_files_and_data_from_a_0_3_caller_reach_the_agent_as_1_0_parts(
     data = struct_pb2.Struct()
     data.update({"n": 1})
     parts = [
-        v03.Part(file=v03.FilePart(file_with_uri="https://example.com/a.png", mime_type="image/png")),
+        v03.Part(file=v03.FilePart(file_with_uri="https://example.com/a.png", mime_type="image/png", name="a.png")),
         v03.Part(file=v03.FilePart(file_with_bytes=b"\x00\x01", mime_type="application/octet-stream")),
         v03.Part(data=v03.DataPart(data=data)),
     ]
@@ -165,7 +167,7 @@ async def test_files_and_data_from_a_0_3_caller_reach_the_agent_as_1_0_parts(
         )
         stored = await v10_stub(server, stubs).GetTask(a2a_pb2.GetTaskRequest(id=answer.task.id), metadata=V1)
     sent = stored.history[0].parts
-    assert (sent[0].url, sent[0].media_type) == ("https://example.com/a.png", "image/png")
+    assert (sent[0].url, sent[0].media_type, sent[0].filename) == ("https://example.com/a.png", "image/png", "a.png")
     assert (sent[1].raw, sent[1].media_type) == (b"\x00\x01", "application/octet-stream")
     assert json_format.MessageToDict(sent[2].data) == {"n": 1}
     assert list(answer.task.history[0].content) == parts, "and back to a 0.3 caller as they came"

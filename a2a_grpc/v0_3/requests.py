@@ -53,6 +53,13 @@ def message(given: v03.Message, path: str) -> v10.Message:
 
 
 def _part(given: v03.Part, path: str) -> v10.Part:
+    converted = _content(given, path)
+    if given.HasField("metadata"):
+        converted.metadata.CopyFrom(given.metadata)
+    return converted
+
+
+def _content(given: v03.Part, path: str) -> v10.Part:
     kind = given.WhichOneof("part")
     if kind == "text":
         return v10.Part(text=given.text)
@@ -64,9 +71,9 @@ def _part(given: v03.Part, path: str) -> v10.Part:
         file = given.file
         source = file.WhichOneof("file")
         if source == "file_with_uri":
-            return v10.Part(url=file.file_with_uri, media_type=file.mime_type)
+            return v10.Part(url=file.file_with_uri, media_type=file.mime_type, filename=file.name)
         if source == "file_with_bytes":
-            return v10.Part(raw=file.file_with_bytes, media_type=file.mime_type)
+            return v10.Part(raw=file.file_with_bytes, media_type=file.mime_type, filename=file.name)
         raise _invalid(f"{path}.file", "has no content: set file_with_uri or file_with_bytes")
     raise _invalid(path, "has no content: set one of text, file or data")
 

@@ -1,7 +1,7 @@
 """The 1.0 model's answers (lf.a2a.v1) as A2A 0.3 responses (package a2a.v1).
 
-What 0.3's gRPC wire cannot carry is dropped: a part's `metadata` and `filename`, a text part's
-`media_type`, a message's `reference_task_ids`. A data part whose value is not a JSON object (0.3 holds
+What 0.3's gRPC wire cannot carry is dropped: a text part's `media_type` and `filename`, a message's
+`reference_task_ids`. A data part whose value is not a JSON object (0.3 holds
 objects only) reaches a 0.3 caller as `{"value": <the value>}`. A status update is `final` when the task
 is terminal, or interrupted (input or auth required) on a stream that ends there (SendStreamingMessage).
 """
@@ -54,13 +54,21 @@ def message(given: v10.Message) -> v03.Message:
 
 
 def part(given: v10.Part) -> v03.Part:
+    converted = _content(given)
+    if given.HasField("metadata"):
+        converted.metadata.CopyFrom(given.metadata)
+    return converted
+
+
+def _content(given: v10.Part) -> v03.Part:
     kind = given.WhichOneof("content")
     if kind == "text":
         return v03.Part(text=given.text)
     if kind == "raw":
-        return v03.Part(file=v03.FilePart(file_with_bytes=given.raw, mime_type=given.media_type))
+        file = v03.FilePart(file_with_bytes=given.raw, mime_type=given.media_type, name=given.filename)
+        return v03.Part(file=file)
     if kind == "url":
-        return v03.Part(file=v03.FilePart(file_with_uri=given.url, mime_type=given.media_type))
+        return v03.Part(file=v03.FilePart(file_with_uri=given.url, mime_type=given.media_type, name=given.filename))
     converted = v03.Part()
     if kind == "data":
         value = given.data
