@@ -16,6 +16,7 @@ import pytest
 from a2a_grpc.generated import a2a_pb2
 from bench.chaos.agent import ECHO
 from bench.chaos.ledger import Caller, Ledger
+from bench.chaos.legacy import LEGACY_CUT_OPERATIONS
 from bench.chaos.rounds import ScenarioRun
 from bench.chaos.scenarios import V1, Scenario, anonymous
 from bench.chaos.workload import CUT_OPERATIONS, stub_of, text_message
@@ -29,7 +30,7 @@ def json_access_log(_: Path) -> tuple[list[str], list[Caller]]:
 
 
 SERVERS = {
-    "text access log": Scenario("storm-text-log", anonymous, operations=CUT_OPERATIONS),
+    "text access log": Scenario("storm-text-log", anonymous, operations=CUT_OPERATIONS + LEGACY_CUT_OPERATIONS),
     "JSON access log on SQLite": Scenario("storm-json-log", json_access_log, operations=CUT_OPERATIONS),
     "metrics scraped": Scenario("storm-metrics", anonymous, scrape_metrics=True, operations=CUT_OPERATIONS),
 }

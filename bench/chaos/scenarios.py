@@ -20,6 +20,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from bench.chaos.ledger import Caller
+from bench.chaos.legacy import LEGACY_OPERATIONS
 from bench.chaos.workload import OPERATIONS, Operations
 
 CARD = Path(__file__).resolve().parents[2] / "examples" / "writer-card.json"
@@ -27,6 +28,7 @@ V1 = ("a2a-version", "1.0")
 LEASE_SECONDS = 2.0
 KILL, STOP, POSTGRES_DOWN = "kill a replica", "stop a replica", "stop PostgreSQL"
 JWT_ISSUER, JWT_AUDIENCE = "https://issuer.chaos.invalid", "a2a-chaos"
+BOTH_FACES = OPERATIONS + LEGACY_OPERATIONS  # the 1.0 calls and the 0.3 face's
 
 
 @dataclass(frozen=True)
@@ -99,14 +101,14 @@ def _replicas(_: Path) -> tuple[list[str], list[Caller]]:
 
 
 SCENARIOS: tuple[Scenario, ...] = (
-    Scenario("text-log", anonymous),
+    Scenario("text-log", anonymous, operations=BOTH_FACES),
     Scenario(
         "json-log+metrics+tracing",
         json_metrics_tracing,
         scrape_metrics=True,
         env={"OTEL_TRACES_EXPORTER": "none"},  # spans made and ended, exported nowhere
     ),
-    Scenario("auth+limits", _authenticated),
+    Scenario("auth+limits", _authenticated, operations=BOTH_FACES),
     Scenario("push", _push, push=True),
     Scenario("replicas", _replicas, store="postgres", replicas=2, faults=(KILL, STOP, POSTGRES_DOWN)),
 )
