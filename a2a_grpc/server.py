@@ -60,7 +60,7 @@ from a2a_grpc.tasks import (
 from a2a_grpc.telemetry import METRICS_PATH, AccessLog, Metrics, load_tracing
 from a2a_grpc.telemetry.worker_metrics import WorkerMetrics
 from a2a_grpc.tls import ServerFiles, ServerTLS
-from a2a_grpc.v0_3.card import add_v03_interfaces, merged_document
+from a2a_grpc.v0_3.card import add_v03_interfaces, is_v03, merged_document
 from a2a_grpc.v0_3.servicer import V03Servicer
 from a2a_grpc.validation import MAX_PARTS
 
@@ -330,7 +330,9 @@ class A2AServer:
             check_webhook=self.push.check_webhook if self.push is not None else None,
             max_parts=settings.max_parts,
         )
-        faces = [(V10_FACE, servicer), *([(V03_FACE, V03Servicer(servicer))] if settings.serve_v03 else [])]
+        # not for a card whose every interface names a tenant: 0.3 calls carry none
+        serve_v03 = settings.serve_v03 and any(is_v03(i) for i in self.card.supported_interfaces)
+        faces = [(V10_FACE, servicer), *([(V03_FACE, V03Servicer(servicer))] if serve_v03 else [])]
         for face, face_servicer in faces:
             handlers = self._chain(face).method_handlers(face_servicer)
             name = face.service.full_name

@@ -80,6 +80,10 @@ class A2AServicer:
         self._push = capabilities.push_notifications
         self._extended = capabilities.extended_agent_card
 
+    @property
+    def declares_extended_card(self) -> bool:
+        return self._extended
+
     # ---- messages ----------------------------------------------------------------------------
 
     async def _accept_send(self, request: a2a_pb2.SendMessageRequest, call: CallContext) -> None:

@@ -197,12 +197,12 @@ async def test_the_reason_wins_over_the_code(peer_stub: Stub, status: str, cls: 
 
 async def test_an_unknown_reason_is_a_remote_error_with_what_was_received(peer_stub: Stub) -> None:
     async with asyncio.timeout(TEST_SECONDS):
-        error = await get_task_error(peer_stub, "NOT_FOUND:METHOD_NOT_FOUND")
+        error = await get_task_error(peer_stub, "NOT_FOUND:SOMETHING_NEW")
     assert_decoded(error, RemoteError, grpc.StatusCode.NOT_FOUND)
-    assert error.reason == "METHOD_NOT_FOUND"
+    assert error.reason == "SOMETHING_NEW"
     assert error.metadata == {"taskId": "t-1"}
     assert describe_error(error).splitlines() == [
-        "a2a-grpc: NOT_FOUND METHOD_NOT_FOUND: NOT_FOUND METHOD_NOT_FOUND",
+        "a2a-grpc: NOT_FOUND SOMETHING_NEW: NOT_FOUND SOMETHING_NEW",
         "  taskId: t-1",
     ]
 

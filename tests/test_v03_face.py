@@ -5,6 +5,7 @@ read, and the face turned off. The official 0.3 SDK client's view is tests/test_
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import AsyncIterator
 from typing import Any
@@ -416,3 +417,98 @@ async def test_an_unknown_service_or_method_names_both_faces(
             async for _ in streamed:
                 pass
         assert raised.value.code() == Code.UNIMPLEMENTED
+
+
+# ---- what review found -----------------------------------------------------------------------------
+
+
+async def test_a_push_config_without_an_id_is_created_as_the_0_3_sdk_sends_it(
+    start_server: StartServer, stubs: list[grpc.aio.Channel]
+) -> None:
+    async with asyncio.timeout(TEST_SECONDS):
+        server = await start_server(agent=PacedAgent())
+        stub = v03_stub(server, stubs)
+        task = (await stub.SendMessage(send(configuration=v03.SendMessageConfiguration(blocking=False)))).task
+        created = await stub.CreateTaskPushNotificationConfig(
+            v03.CreateTaskPushNotificationConfigRequest(
+                parent=f"tasks/{task.id}",
+                config=v03.TaskPushNotificationConfig(
+                    name=f"tasks/{task.id}/pushNotificationConfigs/None",  # what a2a-sdk 0.3.26 sends
+                    push_notification_config=v03.PushNotificationConfig(url=DEAD_HOOK),
+                ),
+            )
+        )
+    config_id = created.push_notification_config.id
+    assert config_id and created.name == f"tasks/{task.id}/pushNotificationConfigs/{config_id}"
+
+
+async def test_a_message_with_too_many_parts_is_refused_before_its_parts_are_read(
+    start_server: StartServer, stubs: list[grpc.aio.Channel]
+) -> None:
+    request = v03.SendMessageRequest(
+        request=v03.Message(message_id="many", role=v03.ROLE_USER, content=[v03.Part()] * 5)
+    )
+    async with asyncio.timeout(TEST_SECONDS):
+        error = await refused(v03_stub(await start_server(max_parts=4), stubs).SendMessage(request))
+    assert error.code() == Code.INVALID_ARGUMENT
+    assert [(v.field, v.description) for v in bad_request(error).field_violations] == [
+        ("request.content", "has 5 parts; at most 4 are allowed")
+    ], "not the first empty part: no part was looked at"
+
+
+async def test_an_empty_file_uri_is_named_in_0_3_terms(
+    start_server: StartServer, stubs: list[grpc.aio.Channel]
+) -> None:
+    request = v03.SendMessageRequest(
+        request=v03.Message(message_id="f", role=v03.ROLE_USER, content=[v03.Part(file=v03.FilePart(file_with_uri=""))])
+    )
+    async with asyncio.timeout(TEST_SECONDS):
+        error = await refused(v03_stub(await start_server(), stubs).SendMessage(request))
+    assert [v.field for v in bad_request(error).field_violations] == ["request.content[0].file.file_with_uri"]
+
+
+async def test_the_extended_card_is_not_served_unless_the_card_declares_it(
+    start_server: StartServer, stubs: list[grpc.aio.Channel], tmp_path: Any
+) -> None:
+    extended = tmp_path / "extended.json"
+    extended.write_text(json.dumps({**SECURED_CARD, "name": "private"}))
+    undeclared = {**SECURED_CARD, "capabilities": BASE_CARD["capabilities"]}
+    async with asyncio.timeout(TEST_SECONDS):
+        server = await start_server(card=undeclared, bearer_tokens={"t": "alice"}, extended_card_path=str(extended))
+        card = await v03_stub(server, stubs).GetAgentCard(
+            v03.GetAgentCardRequest(), metadata=(("authorization", "Bearer t"),)
+        )
+    assert card.name == "test agent" and not card.supports_authenticated_extended_card
+
+
+async def test_a_0_3_call_is_logged_under_its_service_with_its_task(
+    start_server: StartServer, stubs: list[grpc.aio.Channel], caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger=ACCESS_LOGGER)
+    async with asyncio.timeout(TEST_SECONDS):
+        server = await start_server(agent=RequiredExtensionAgent())
+        answer = await v03_stub(server, stubs).SendMessage(send(), metadata=(("x-a2a-extensions", REQUIRED_EXTENSION),))
+        await refused(v03_stub(server, stubs).GetTask(v03.GetTaskRequest(name="tasks/x")))
+    lines = [r.getMessage() for r in caplog.records if r.name == ACCESS_LOGGER]
+    sent = next(line for line in lines if "a2a.v1.A2AService/SendMessage" in line)
+    assert f"task_id={answer.task.id}" in sent and "version=0.3" in sent, sent
+    refusal = next(line for line in lines if "a2a.v1.A2AService/GetTask" in line)
+    assert "FAILED_PRECONDITION" in refusal and "missingExtensions" in refusal, refusal
+
+
+async def test_a_card_whose_every_interface_names_a_tenant_has_no_0_3_face(
+    start_server: StartServer, stubs: list[grpc.aio.Channel]
+) -> None:
+    tenanted = {
+        **BASE_CARD,
+        "supportedInterfaces": [
+            {"url": "127.0.0.1:0", "protocolBinding": "GRPC", "protocolVersion": "1.0", "tenant": "t1"}
+        ],
+    }
+    async with asyncio.timeout(TEST_SECONDS):
+        server = await start_server(card=tenanted)
+        served = await http_card(server)
+        error = await refused(v03_stub(server, stubs).GetTask(v03.GetTaskRequest(name="tasks/x")))
+    assert "url" not in served and "protocolVersion" not in served
+    assert error.code() == Code.UNIMPLEMENTED
+    assert (error.details() or "").endswith("it speaks A2A 1.0 as lf.a2a.v1.A2AService")

@@ -48,6 +48,7 @@ from a2a_grpc.telemetry.outcome import Outcome
 
 ACCESS_LOGGER = "a2a_grpc.access"
 MAX_VALUE_CHARS = 200  # a longer value the client chose is cut to this
+REQUESTED_HEADERS = (EXTENSIONS_HEADER, "x-a2a-extensions")  # where 1.0 and 0.3 callers name their extensions
 MAX_LISTED = 16  # extensions listed, of the ones requested
 FLUSH_SECONDS = 0.05  # a line for the JSON handlers' streams is written this soon after its call ended
 MAX_PENDING = 512  # or once this many lines wait
@@ -299,7 +300,7 @@ def _fields(
         version = next((str(value) for key, value in metadata if key == VERSION_HEADER), "")
         if version:
             fields["version"] = _bounded(version)
-        requested = parse_extension_values([str(value) for key, value in metadata if key == EXTENSIONS_HEADER])
+        requested = parse_extension_values([str(value) for key, value in metadata if key in REQUESTED_HEADERS])
         activated = ()
     if requested:
         fields["requested_extensions"] = _listed(requested)

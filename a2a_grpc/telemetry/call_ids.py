@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from a2a_grpc.generated import a2a_pb2
+from a2a_grpc.generated.v0_3 import a2a_pb2 as v03_pb2
 
 _CONTEXT_ID = 2  # the field number of context_id in Task, Message and both update events
 # SendMessageResponse and StreamResponse: payload field -> the field of the payload holding the task id
@@ -22,9 +23,12 @@ def response_ids(response: Any) -> tuple[str, str]:
     """(task id, context id) of a response; "" for what it does not name."""
     if type(response) is bytes:
         return encoded_ids(response)
-    if isinstance(response, a2a_pb2.Task):
+    if isinstance(response, a2a_pb2.Task | v03_pb2.Task):
         return response.id, response.context_id
-    if isinstance(response, a2a_pb2.SendMessageResponse | a2a_pb2.StreamResponse):
+    if isinstance(
+        response,
+        a2a_pb2.SendMessageResponse | a2a_pb2.StreamResponse | v03_pb2.SendMessageResponse | v03_pb2.StreamResponse,
+    ):
         kind = response.WhichOneof("payload")
         if kind is None:
             return _NONE

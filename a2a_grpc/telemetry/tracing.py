@@ -116,13 +116,16 @@ class Tracing:
     # ---- server ------------------------------------------------------------------------------
 
     def server_span(self, method: str, arrival: Arrival) -> ServerSpan:
-        """The span of the call of `method` that arrived with `arrival` (its headers carry the parent)."""
+        """The span of the call of `method` that arrived with `arrival` (its headers carry the parent). `method`
+        is an A2A 1.0 method's name, or `SERVICE/METHOD` for a method of another service (A2A 0.3's)."""
         parent = propagate.extract(arrival.metadata, getter=METADATA_GETTER)
+        service, _, name = method.rpartition("/")
+        service = service or SERVICE_NAME
         span = self.tracer.start_span(
-            f"{SERVICE_NAME}/{method}",
+            f"{service}/{name}",
             parent,
             SpanKind.SERVER,
-            {"rpc.system": "grpc", "rpc.service": SERVICE_NAME, "rpc.method": method},
+            {"rpc.system": "grpc", "rpc.service": service, "rpc.method": name},
         )
         return ServerSpan(span, self._under(span, parent))
 

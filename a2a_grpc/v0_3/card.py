@@ -29,6 +29,8 @@ _SCHEMES: dict[str, tuple[str, dict[str, str]]] = {
         "http",
         {"description": "description", "scheme": "scheme", "bearerFormat": "bearerFormat"},
     ),
+    # the flows whole: a 0.3 reader ignores what it does not know (deviceCode, pkceRequired), and the 1.x SDK,
+    # which rebuilds a scheme's 1.0 form from its 0.3 form when it finds one, loses nothing
     "oauth2SecurityScheme": (
         "oauth2",
         {"description": "description", "flows": "flows", "oauth2MetadataUrl": "oauth2MetadataUrl"},
@@ -39,8 +41,6 @@ _SCHEMES: dict[str, tuple[str, dict[str, str]]] = {
     ),
     "mtlsSecurityScheme": ("mutualTLS", {"description": "description"}),
 }
-_OAUTH_FLOWS = ("authorizationCode", "clientCredentials", "implicit", "password")  # 0.3 knows no deviceCode
-_FLOW_FIELDS = ("authorizationUrl", "tokenUrl", "refreshUrl", "scopes")
 
 
 def is_v03(interface: v10.AgentInterface) -> bool:
@@ -72,13 +72,14 @@ def v03_fields(document: JsonObject) -> JsonObject:
         for interface in document.get("supportedInterfaces", [])
         if interface.get("protocolVersion", "").split(".")[:2] == ["0", "3"]
     ]
-    fields: JsonObject = {"protocolVersion": CARD_PROTOCOL_VERSION}
-    if interfaces:
-        fields |= {
-            "url": interfaces[0]["url"],
-            "preferredTransport": interfaces[0]["transport"],
-            "additionalInterfaces": interfaces,
-        }
+    if not interfaces:  # no interface a 0.3 client can call (every one names a tenant)
+        return {}
+    fields: JsonObject = {
+        "protocolVersion": CARD_PROTOCOL_VERSION,
+        "url": interfaces[0]["url"],
+        "preferredTransport": interfaces[0]["transport"],
+        "additionalInterfaces": interfaces,
+    }
     if document.get("capabilities", {}).get("extendedAgentCard"):
         fields["supportsAuthenticatedExtendedCard"] = True
     if "securityRequirements" in document:
@@ -109,18 +110,8 @@ def _scheme(scheme: JsonObject) -> JsonObject:
             given = scheme[key]
             converted: JsonObject = {"type": kind}
             converted |= {new: given[old] for old, new in renames.items() if old in given}
-            if "flows" in converted:
-                converted["flows"] = _flows(converted["flows"])
             return converted
     return {}
-
-
-def _flows(flows: JsonObject) -> JsonObject:
-    return {
-        name: {field: flow[field] for field in _FLOW_FIELDS if field in flow}
-        for name, flow in flows.items()
-        if name in _OAUTH_FLOWS
-    }
 
 
 def _merge(into: JsonObject, extra: JsonObject) -> None:

@@ -12,6 +12,7 @@ TASK_STATE_CANCELED; `request.content[0]`, not `message.parts[0]`.
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Callable
 
 import grpc
@@ -51,14 +52,24 @@ V03_ERRORS: dict[type[A2AError], tuple[grpc.StatusCode, str]] = {
 }
 STATE_NAMES = {"TASK_STATE_CANCELED": "TASK_STATE_CANCELLED"}  # the one state 0.3 spells otherwise
 
-# 1.0 field paths -> 0.3's, per method: (1.0 prefix, 0.3 prefix), the first that matches wins
+# 1.0 field paths -> 0.3's, per method: (pattern, replacement), every one applied in turn
+_PART = r"message\.parts(\[\d+\])"
 _SEND_PATHS = (
-    ("message.parts", "request.content"),
-    ("message.", "request."),
-    ("configuration.task_push_notification_config.", "configuration.push_notification."),
+    (rf"^{_PART}\.raw\b", r"request.content\1.file.file_with_bytes"),
+    (rf"^{_PART}\.url\b", r"request.content\1.file.file_with_uri"),
+    (rf"^{_PART}\.media_type\b", r"request.content\1.file.mime_type"),
+    (rf"^{_PART}\.filename\b", r"request.content\1.file.name"),
+    (r"^message\.parts\b", "request.content"),
+    (r"^message\.", "request."),
+    (r"^configuration\.task_push_notification_config\.", "configuration.push_notification."),
+    (
+        r"^configuration\.push_notification\.authentication\.scheme$",
+        "configuration.push_notification.authentication.schemes",
+    ),
 )
-_TASK_PATHS = (("id", "name"),)
-_CONFIG_PATHS = (("task_id", "name"), ("id", "name"))
+_TASK_PATHS = ((r"^id$", "name"),)
+_CONFIG_PATHS = ((r"^(task_id|id)$", "name"),)
+_IN_CONFIG = "config.push_notification_config."
 FIELD_PATHS: dict[str, tuple[tuple[str, str], ...]] = {
     "SendMessage": _SEND_PATHS,
     "SendStreamingMessage": _SEND_PATHS,
@@ -66,14 +77,14 @@ FIELD_PATHS: dict[str, tuple[tuple[str, str], ...]] = {
     "CancelTask": _TASK_PATHS,
     "TaskSubscription": _TASK_PATHS,
     "CreateTaskPushNotificationConfig": (
-        ("task_id", "parent"),
-        ("id", "config_id"),
-        ("authentication.scheme", "config.push_notification_config.authentication.schemes"),
-        ("", "config.push_notification_config."),
+        (r"^task_id$", "parent"),
+        (r"^id$", "config_id"),
+        (r"^authentication\.scheme$", _IN_CONFIG + "authentication.schemes"),
+        (r"^(url|token|authentication\.credentials)$", _IN_CONFIG + r"\1"),
     ),
     "GetTaskPushNotificationConfig": _CONFIG_PATHS,
     "DeleteTaskPushNotificationConfig": _CONFIG_PATHS,
-    "ListTaskPushNotificationConfig": (("task_id", "parent"),),
+    "ListTaskPushNotificationConfig": ((r"^task_id$", "parent"),),
 }
 
 Translate = Callable[[A2AError], A2AError]
@@ -120,9 +131,6 @@ def _message(error: A2AError, violations: list[tuple[str, str]]) -> str:
 
 
 def _path(field: str, paths: tuple[tuple[str, str], ...]) -> str:
-    for old, new in paths:
-        if not old:
-            return new + field
-        if field == old or (field.startswith(old) and (old.endswith(".") or field[len(old)] in ".[")):
-            return new + field[len(old) :]
+    for pattern, replacement in paths:
+        field = re.sub(pattern, replacement, field)
     return field

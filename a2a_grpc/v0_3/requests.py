@@ -6,7 +6,10 @@ Field by field; what 1.0 reads differently is decided here:
   as the 0.3 SDK's own server reads it.
 - `history_length` 0 is unset (0.3 has no presence for it): the whole history.
 - resource names must be exactly `tasks/{id}` or `tasks/{id}/pushNotificationConfigs/{config_id}`.
-- a push config's `authentication.schemes` may name one scheme: 1.0 carries one.
+- a push config's `authentication.schemes` may name one scheme: 1.0 carries one. Its `config.name` is not
+  read (the 0.3 SDK sends `.../pushNotificationConfigs/None` for a config without an id): `parent` and
+  `config_id` (or the config's own `id`) name it, as the 0.3 SDK's own server reads them.
+- a message with more parts than the server takes is refused before any part is read.
 Checks that only make sense in 0.3's terms (a part with nothing in it, a malformed name) are made here, so
 the caller reads its own field names; the 1.0 servicer validates the rest.
 """
@@ -22,7 +25,10 @@ CONFIGS = "pushNotificationConfigs"
 MAX_NAME_SHOWN = 64
 
 
-def send_request(request: v03.SendMessageRequest) -> v10.SendMessageRequest:
+def send_request(request: v03.SendMessageRequest, max_parts: int) -> v10.SendMessageRequest:
+    count = len(request.request.content)
+    if count > max_parts:
+        raise _invalid("request.content", f"has {count} parts; at most {max_parts} are allowed")
     converted = v10.SendMessageRequest(message=message(request.request, "request."))
     if request.HasField("metadata"):
         converted.metadata.CopyFrom(request.metadata)
@@ -98,10 +104,6 @@ def create_push_config(request: v03.CreateTaskPushNotificationConfigRequest) -> 
     given = request.config.push_notification_config
     if request.config_id and given.id and request.config_id != given.id:
         raise _invalid("config_id", "differs from config.push_notification_config.id")
-    if request.config.name:
-        named_task, named_config = config_name(request.config.name, "config.name")
-        if named_task != task_id or (named_config != (request.config_id or given.id)):
-            raise _invalid("config.name", "names another task or config than parent and config_id")
     return push_config(given, task_id, request.config_id, "config.push_notification_config.")
 
 

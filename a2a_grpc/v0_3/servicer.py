@@ -27,13 +27,13 @@ class V03Servicer:
         self._cards: tuple[v03.AgentCard, v03.AgentCard | None] | None = None  # made at the first GetAgentCard
 
     async def SendMessage(self, request: v03.SendMessageRequest, call: CallContext) -> v03.SendMessageResponse:
-        answer = await self._servicer.SendMessage(requests.send_request(request), call)
+        answer = await self._servicer.SendMessage(requests.send_request(request, self._servicer.max_parts), call)
         return responses.send_response(v10.SendMessageResponse.FromString(answer))
 
     async def SendStreamingMessage(
         self, request: v03.SendMessageRequest, call: CallContext
     ) -> AsyncIterator[v03.StreamResponse]:
-        events = self._servicer.SendStreamingMessage(requests.send_request(request), call)
+        events = self._servicer.SendStreamingMessage(requests.send_request(request, self._servicer.max_parts), call)
         async for event in _events(events, ends_on_interrupt=True):
             yield event
 
@@ -88,10 +88,10 @@ class V03Servicer:
         return await self._servicer.DeleteTaskPushNotificationConfig(converted, call)
 
     async def GetAgentCard(self, request: v03.GetAgentCardRequest, call: CallContext) -> v03.AgentCard:
-        """The extended card to an authenticated caller when there is one (what 0.3 clients ask this for), else
-        the public card."""
+        """The extended card to an authenticated caller when the card declares one (what 0.3 clients ask this for),
+        else the public card."""
         if self._cards is None:  # not before: the server fills in the port it bound after making this servicer
-            extended = self._servicer.extended_card
+            extended = self._servicer.extended_card if self._servicer.declares_extended_card else None
             self._cards = agent_card(self._servicer.card), agent_card(extended) if extended is not None else None
         public, extended_card = self._cards
         return extended_card if call.principal and extended_card is not None else public

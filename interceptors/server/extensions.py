@@ -65,7 +65,7 @@ async def send_echo(context: Any, echo: str, *, headers: bool, names: tuple[str,
 
     The trailers are set before the servicer runs, so an error status raised later keeps them.
     """
-    entry = tuple((name, echo) for name in names)
+    entry = ((names[0], echo),) if len(names) == 1 else tuple([(name, echo) for name in names])
     context.set_trailing_metadata(entry)
     if headers:
         await context.send_initial_metadata(entry)
