@@ -12,7 +12,8 @@ from a2a_grpc.push.sender import (
     backoff,
     safe_host,
 )
-from a2a_grpc.push.signing import PushSigner, jwk_thumbprint
+from a2a_grpc.push.signing import PushSigner
+from a2a_grpc.signing_keys import jwk_thumbprint
 
 __all__ = [
     "CONTENT_TYPE",
