@@ -10,7 +10,9 @@ trust, a client certificate and its key for mutual TLS), make the channel TLS; a
 with the same files. Every call
 carries `a2a-version` and the requested extensions (the client's set, replaced or extended per call,
 plus what a propagator forwards from the call being served); every result carries the extensions the
-server activated; errors are raised as the typed errors of `a2a_grpc.errors`.
+server activated; errors are raised as the typed errors of `a2a_grpc.errors`. A `card_verifier`
+(a2a_grpc.card_verification) checks the signatures of the cards the client fetches (`connect`, `get_card`,
+`get_extended_card`), raising its CardSignatureError (an AgentCardError) for a card its policy refuses.
 """
 
 from __future__ import annotations
@@ -21,12 +23,17 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, TypedDict, TypeVar, Unpack
 
-import aiohttp
 import grpc
-from google.protobuf import empty_pb2, json_format
+from google.protobuf import empty_pb2
 
 from a2a_grpc.call import CallContext
-from a2a_grpc.card import GRPC_BINDING
+from a2a_grpc.card_resolution import CARD_FETCH_TIMEOUT_SECONDS as CARD_FETCH_TIMEOUT_SECONDS
+from a2a_grpc.card_resolution import AgentCardError as AgentCardError
+from a2a_grpc.card_resolution import card_url as card_url
+from a2a_grpc.card_resolution import fetch_agent_card as fetch_agent_card
+from a2a_grpc.card_resolution import grpc_interface as grpc_interface
+from a2a_grpc.card_resolution import is_card_url as is_card_url
+from a2a_grpc.card_verification import CardVerifier
 from a2a_grpc.client_streams import MAX_RESUME_ATTEMPTS as MAX_RESUME_ATTEMPTS
 from a2a_grpc.client_streams import RESUME_DELAYS_SECONDS as RESUME_DELAYS_SECONDS
 from a2a_grpc.client_streams import EventStream as EventStream
@@ -36,20 +43,14 @@ from a2a_grpc.extensions import parse_extension_values
 from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
 from a2a_grpc.ids import new_id
 from a2a_grpc.interceptors.client import ResponseExtensions, client_interceptors, observe_extensions, use_extensions
-from a2a_grpc.protocol import AGENT_CARD_PATH, RESUME_EXTENSION_URI, STREAM_AFTER_HEADER
+from a2a_grpc.protocol import RESUME_EXTENSION_URI, STREAM_AFTER_HEADER
 from a2a_grpc.telemetry.tracing_setup import client_tracer
 from a2a_grpc.tls import ClientTLS
 
 if TYPE_CHECKING:
     from a2a_grpc.telemetry.tracing import TraceContext
 
-CARD_FETCH_TIMEOUT_SECONDS = 10.0
-
 T = TypeVar("T")
-
-
-class AgentCardError(Exception):
-    """The agent card could not be fetched, parsed, or has no gRPC interface."""
 
 
 @dataclass(frozen=True)
@@ -109,52 +110,6 @@ def text_message(
     return message
 
 
-def card_url(url: str) -> str:
-    """The agent card URL for a base URL (a URL already naming a .json file is kept)."""
-    if url.rstrip("/").endswith(".json"):
-        return url
-    return url.rstrip("/") + AGENT_CARD_PATH
-
-
-async def fetch_agent_card(
-    url: str, timeout_seconds: float = CARD_FETCH_TIMEOUT_SECONDS, *, tls: ClientTLS | None = None
-) -> a2a_pb2.AgentCard:
-    """GET the ProtoJSON agent card at `url` (a base URL gets the well-known path); an https:// URL trusts
-    the system's CAs plus `tls.ca`, and presents `tls.cert` when given."""
-    url = card_url(url)
-    ssl_context = tls.ssl_context() if tls is not None and url.startswith("https://") else True
-    try:
-        async with (
-            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout_seconds)) as session,
-            session.get(url, ssl=ssl_context) as response,
-        ):
-            if response.status != 200:
-                raise AgentCardError(f"GET {url} answered HTTP {response.status}")
-            text = await response.text()
-    except (aiohttp.ClientError, TimeoutError) as error:
-        raise AgentCardError(f"cannot fetch {url}: {error or type(error).__name__}") from None
-    try:
-        return json_format.Parse(text, a2a_pb2.AgentCard(), ignore_unknown_fields=True)
-    except json_format.ParseError as error:
-        raise AgentCardError(f"{url} is not an lf.a2a.v1.AgentCard: {error}") from None
-
-
-def grpc_interface(card: a2a_pb2.AgentCard) -> a2a_pb2.AgentInterface:
-    """The card's GRPC interface for A2A 1.0 (one that names no version is taken when none names 1.0)."""
-    grpc_interfaces = [i for i in card.supported_interfaces if i.protocol_binding.upper() == GRPC_BINDING]
-    for interface in grpc_interfaces:
-        if interface.protocol_version.split(".")[0] == "1":
-            return interface
-    for interface in grpc_interfaces:
-        if not interface.protocol_version:
-            return interface
-    raise AgentCardError(f"agent card {card.name!r} declares no GRPC interface for A2A 1.0")
-
-
-def is_card_url(target: str) -> bool:
-    return target.startswith(("http://", "https://"))
-
-
 class A2AClient:
     """Calls one A2A agent over gRPC. Use as an async context manager, or call `close()`.
 
@@ -183,6 +138,7 @@ class A2AClient:
         tls_key: str | Path | None = None,
         tracing: bool | None = None,
         tracer_provider: Any = None,
+        card_verifier: CardVerifier | None = None,
     ) -> None:
         tls = ClientTLS(tls_ca, tls_cert, tls_key) if tls_ca or tls_cert or tls_key else None
         if tls is not None and credentials is not None:
@@ -204,6 +160,7 @@ class A2AClient:
         self.tenant = tenant
         self.card = card
         self.card_url = card_url
+        self.card_verifier = card_verifier
         forwarded = getattr(propagator, "trace_context", None)
         self.tracer = client_tracer(tracing, tracer_provider, forwarded)
         interceptors = client_interceptors(version=version, tracer=self.tracer)
@@ -221,7 +178,7 @@ class A2AClient:
         if not is_card_url(target):
             return cls(target, **settings)
         tls = ClientTLS(settings.get("tls_ca"), settings.get("tls_cert"), settings.get("tls_key"))
-        card = await fetch_agent_card(target, tls=tls)
+        card = await fetch_agent_card(target, tls=tls, verifier=settings.get("card_verifier"))
         interface = grpc_interface(card)
         settings.setdefault("tenant", interface.tenant)
         address = interface.url
@@ -360,8 +317,13 @@ class A2AClient:
         return ResumingStream(start, after) if resume else EventStream(*start(after))
 
     async def get_extended_card(self, **options: Unpack[CallOptions]) -> Result[a2a_pb2.AgentCard]:
+        """The extended card; with a `card_verifier`, checked as the public card is (its jku is followed to the
+        public card's origin, when a card URL is known)."""
         request = a2a_pb2.GetExtendedAgentCardRequest(tenant=self.tenant)
-        return await self._unary("GetExtendedAgentCard", request, options)
+        result: Result[a2a_pb2.AgentCard] = await self._unary("GetExtendedAgentCard", request, options)
+        if self.card_verifier is not None:
+            await self.card_verifier.verify(result.value, self.card_url or "")
+        return result
 
     async def get_card(self, *, refresh: bool = False) -> a2a_pb2.AgentCard:
         """The public agent card, served over HTTP (gRPC has no RPC for it in A2A 1.0)."""
@@ -372,7 +334,7 @@ class A2AClient:
                 f"the public agent card is served over HTTP; no card URL is known for {self.target} "
                 "(connect with the card URL, or pass card_url=)"
             )
-        self.card = await fetch_agent_card(self.card_url, tls=self.tls)
+        self.card = await fetch_agent_card(self.card_url, tls=self.tls, verifier=self.card_verifier)
         return self.card
 
     async def create_push_config(
