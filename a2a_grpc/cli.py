@@ -134,6 +134,16 @@ def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
         help="the AgentCard file GetExtendedAgentCard returns [A2A_GRPC_EXTENDED_CARD] (default: none)",
     )
     serve.add_argument(
+        "--card-signing-key",
+        type=setting_types.plain_text,
+        action="append",
+        metavar="FILE",
+        default=_list_env("CARD_SIGNING_KEY"),
+        help="PEM private key (EC P-256, RSA of 2048 bits or more, or Ed25519) that signs the agent card and the "
+        "extended card; repeat to publish the next key in the JWKS too, the first signs [A2A_GRPC_CARD_SIGNING_KEY] "
+        "(default: none: the cards are not signed)",
+    )
+    serve.add_argument(
         "--store",
         type=setting_types.plain_text,
         default=_env("STORE", DEFAULT_STORE_URL),
@@ -509,6 +519,7 @@ def serve(args: argparse.Namespace, argv: Sequence[str]) -> int:
         http_listen=args.http_listen,
         card_path=args.card,
         extended_card_path=args.extended_card,
+        card_signing_keys=_split(args.card_signing_key),
         store_url=args.store,
         agent=args.agent,
         grace_seconds=args.grace,

@@ -4,16 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import errno
-import hashlib
 import importlib
-import json
 import logging
 import os
 import socket
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from email.utils import format_datetime
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +24,9 @@ from a2a_grpc import resume
 from a2a_grpc.agent import AgentExecutor, declared_extensions
 from a2a_grpc.agents.echo import EchoAgent
 from a2a_grpc.auth import AuthSettings, Verifiers, secure_cards
-from a2a_grpc.card import GRPC_BINDING, CardError, card_json, complete_card, load_card, register_card_extensions
+from a2a_grpc.card import GRPC_BINDING, CardError, complete_card, load_card, register_card_extensions
+from a2a_grpc.card_http import CACHE_CONTROL, CardDocument
+from a2a_grpc.card_signing import CardSigner, check_signed_as_served
 from a2a_grpc.extensions import MAX_EXTENSION_PAYLOAD_BYTES, ExtensionRegistry
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.http_guard import ConnectionGuard
@@ -45,6 +43,7 @@ from a2a_grpc.protocol import AGENT_CARD_PATH, SERVICE_NAME
 from a2a_grpc.push.service import JWKS_PATH, PushService, PushSettings
 from a2a_grpc.reflection import add_reflection
 from a2a_grpc.servicer import MAX_LIST_PAGE_BYTES, A2AServicer
+from a2a_grpc.signing_keys import jwks_document
 from a2a_grpc.store import TaskStore, open_store
 from a2a_grpc.tasks import (
     EVENT_RETENTION_SECONDS,
@@ -60,7 +59,7 @@ from a2a_grpc.tasks import (
 from a2a_grpc.telemetry import METRICS_PATH, AccessLog, Metrics, load_tracing
 from a2a_grpc.telemetry.worker_metrics import WorkerMetrics
 from a2a_grpc.tls import ServerFiles, ServerTLS
-from a2a_grpc.v0_3.card import add_v03_interfaces, is_v03, merged_document
+from a2a_grpc.v0_3.card import add_v03_interfaces, is_v03
 from a2a_grpc.v0_3.servicer import V03Servicer
 from a2a_grpc.validation import MAX_PARTS
 
@@ -86,6 +85,8 @@ class ServerSettings:
     http_listen: str = "127.0.0.1:8080"  # "" serves no HTTP card
     card_path: str | None = None  # None: the demo card
     extended_card_path: str | None = None
+    # PEM private keys that sign both cards (a2a_grpc.card_signing): the first signs, all are in the JWKS
+    card_signing_keys: tuple[str, ...] = ()
     store_url: str = DEFAULT_STORE_URL
     agent: str | None = None  # MODULE:ATTR; None: the echo agent
     grace_seconds: float = 10.0
@@ -196,15 +197,6 @@ def _serving_cards(
     return cards[0], cards[1] if len(cards) > 1 else None
 
 
-def _card_not_modified(request: web.Request, etag: str, last_modified: datetime) -> bool:
-    """A conditional GET: If-None-Match when present, else If-Modified-Since (ignored when not a date)."""
-    if_none_match = request.headers.get("If-None-Match")
-    if if_none_match is not None:
-        return etag in if_none_match or if_none_match.strip() == "*"
-    since = request.if_modified_since
-    return since is not None and last_modified <= since
-
-
 def _check_not_in_use(listen: str) -> None:
     """Raise OSError when every address `listen` (HOST:PORT) resolves to is in use. gRPC would refuse it
     too, but only after its C core has logged a line of its own to stderr."""
@@ -255,6 +247,9 @@ class A2AServer:
         mtls = self.tls is not None and self.tls.client_certificates_required
         self._verifiers = Verifiers.configure(settings.auth, settings.bearer_tokens, mtls=mtls)
         self.authenticator = secure_cards(self.card, self.extended_card, self._verifiers)
+        check_signed_as_served(settings.card_path, self.card)
+        check_signed_as_served(settings.extended_card_path, self.extended_card)
+        self.card_signer = CardSigner.from_pem_files(settings.card_signing_keys) if settings.card_signing_keys else None
         self.store = store if store is not None else open_store(settings.store_url, settings.store_pool_size)
         self.metrics = Metrics() if settings.metrics else None  # a registry per server
         self._access_log: AccessLog | None = None  # made at start, flushed at stop
@@ -287,6 +282,7 @@ class A2AServer:
         self._server: grpc.aio.Server | None = None
         self._http: web.AppRunner | None = None
         self._http_server: asyncio.Server | None = None
+        self._card_document: CardDocument | None = None  # what the HTTP port serves, made once the card is signed
 
     def _push_service(self) -> PushService:
         claimer = getattr(self.store, "replica_id", "") or new_id()  # replicas claim webhooks as themselves
@@ -357,16 +353,20 @@ class A2AServer:
         self._advertise_bound_port()
         if self.push is not None:
             self.push.start(next(i.url for i in self.card.supported_interfaces if i.protocol_binding == GRPC_BINDING))
+        if settings.http_listen:
+            try:
+                await self._bind_http(settings.http_listen)
+            except OSError as error:
+                await self._shutdown(server, 0)
+                raise OSError(f"cannot serve the agent card on {settings.http_listen}: {error.strerror}") from None
+        self._sign_cards()  # both ports are bound: the cards name them, the signatures the JWKS's URL
         await self._set_health(NOT_SERVING)  # the servicer starts with "" SERVING: not before all is up
         await self.health.set(LIVENESS_SERVICE, SERVING)
         await server.start()
         self._server = server
-        if settings.http_listen:
-            try:
-                await self._start_http(settings.http_listen)
-            except OSError as error:
-                await self._shutdown(server, 0)  # a started gRPC server left behind keeps the process from exiting
-                raise OSError(f"cannot serve the agent card on {settings.http_listen}: {error.strerror}") from None
+        if self._http_server is not None:
+            self._card_document = CardDocument.of(self.card, with_v03=settings.serve_v03)
+            await self._http_server.start_serving()
         self._accepting = True  # the store is open and migrated, both ports are up
         await self._apply_health()
         self._store_watch = asyncio.create_task(self._watch_store(), name="a2a-grpc-store-readiness")
@@ -481,35 +481,39 @@ class A2AServer:
         await self._worker_metrics.start()
         return self._worker_metrics.handle
 
-    async def _start_http(self, listen: str) -> None:
-        body = (
-            json.dumps(merged_document(self.card), indent=2).encode()
-            if self.settings.serve_v03
-            else card_json(self.card)
-        )
-        etag = '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
-        loaded = datetime.now(UTC).replace(microsecond=0)  # HTTP dates are whole seconds
-        headers = {
-            "ETag": etag,
-            "Last-Modified": format_datetime(loaded, usegmt=True),
-            "Cache-Control": "public, max-age=300",
-        }
+    def _sign_cards(self) -> None:
+        """Sign both cards (once: a card is signed after every change the server makes to it, none comes later)."""
+        if self.card_signer is None:
+            return
+        scheme = "http" if self.tls is None else "https"
+        jku = f"{scheme}://{self.http_target}{JWKS_PATH}" if self.settings.http_listen else None
+        for card in (self.card, self.extended_card):
+            if card is not None:
+                self.card_signer.sign(card, jku)
+
+    def _published_keys(self) -> dict[str, Any] | None:
+        """The JWKS of every key that signs push notifications or cards (None: no key signs anything)."""
+        push_keys = self.push.signer.keys if self.push is not None and self.push.signer is not None else ()
+        card_keys = self.card_signer.keys if self.card_signer is not None else ()
+        return jwks_document((*push_keys, *card_keys)) if push_keys or card_keys else None
+
+    async def _bind_http(self, listen: str) -> None:
+        """Bind the HTTP port (its routes ready); it accepts connections once the card document is made."""
 
         async def agent_card(request: web.Request) -> web.Response:
-            if _card_not_modified(request, etag, loaded):
-                return web.Response(status=304, headers=headers)
-            return web.Response(body=body, content_type="application/json", headers=headers)
+            assert self._card_document is not None  # made before the port accepts connections
+            return self._card_document.respond(request)
 
         guard = ConnectionGuard(
             max_connections=self.settings.http_max_connections, head_seconds=self.settings.http_head_seconds
         )
         app = web.Application(middlewares=[guard.middleware])
         app.router.add_get(AGENT_CARD_PATH, agent_card)
-        jwks = self.push.jwks() if self.push is not None else None
+        jwks = self._published_keys()
         if jwks is not None:
 
             async def signing_keys(request: web.Request) -> web.Response:
-                return web.json_response(jwks, headers={"Cache-Control": "public, max-age=300"})
+                return web.json_response(jwks, headers={"Cache-Control": CACHE_CONTROL})
 
             app.router.add_get(JWKS_PATH, signing_keys)
         if self.metrics is not None:
@@ -529,6 +533,7 @@ class A2AServer:
             ssl=tls,
             ssl_handshake_timeout=self.settings.http_head_seconds if tls is not None else None,
             reuse_port=self.settings.worker_mode,
+            start_serving=False,
         )
         self.http_port = self._http_server.sockets[0].getsockname()[1]
 

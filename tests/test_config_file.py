@@ -137,6 +137,13 @@ def test_the_environment_locates_the_file_and_environment_and_flags_override_it(
             ["--push-allow", "a"],
         ),
         ("push_allow_http", "true", "A2A_GRPC_PUSH_ALLOW_HTTP", "no", ["--push-allow-http"]),
+        (
+            "card_signing_key",
+            '["file.pem"]',
+            "A2A_GRPC_CARD_SIGNING_KEY",
+            "env.pem",
+            ["--card-signing-key", "flag.pem"],
+        ),
         ("access_log", "false", "A2A_GRPC_ACCESS_LOG", "1", ["--no-access-log"]),  # a --x/--no-x flag
     ],
 )
@@ -184,6 +191,7 @@ def test_lists_for_repeatable_flags_and_numbers_as_numbers(tmp_path: Path, capsy
   "127.0.0.1,::1",  # comma-joined, as the flag takes it
 ]
 push_signing_key = ["keys/next.pem", "keys/current.pem"]
+card_signing_key = ["keys/card.pem", "keys/card-next.pem"]
 auth_token = ["t1=alice", "t2=bob,t3=carol"]
 grace = 2
 push_max_age = 90.5
@@ -193,6 +201,7 @@ push_status_only = true
     settings, sources = shown(capsys, "--config", str(config))
     assert settings["push_allow"] == ["10.0.0.0/8", "127.0.0.1,::1"]
     assert settings["push_signing_key"] == ["keys/next.pem", "keys/current.pem"], "paths shown; keys never read"
+    assert settings["card_signing_key"] == ["keys/card.pem", "keys/card-next.pem"], "paths shown; keys never read"
     assert settings["auth_token"] == ["***=alice", "***=bob,***=carol"]
     assert (settings["grace"], settings["push_max_age"], settings["push_status_only"]) == (2.0, 90.5, True)
     assert sources["push_allow"] == f"config file {config}:1"
