@@ -2,8 +2,9 @@
 
 Output is made for scripts: stdout carries only ProtoJSON (`send`: one compact document per line,
 the SendMessageResponse or each StreamResponse event; `card`: the card, indented), and stderr carries
-`a2a-extensions: <activated, comma-joined>` after a response and any error. Exit status: 0 on
-success, 1 when the agent or the transport answered with an error, 2 for a usage error.
+`a2a-extensions: <activated, comma-joined>` after a response and any error (`card --verify`: the verdict, naming
+the key that signed). Exit status: 0 on success, 1 when the agent or the transport answered with an error (or
+the card's signature does not verify), 2 for a usage error.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from typing import Any
 from google.protobuf.message import Message as ProtoMessage
 
 from a2a_grpc import setting_types
-from a2a_grpc.client import A2AClient, AgentCardError, fetch_agent_card, is_card_url, text_message
+from a2a_grpc.card_verification import CardVerifier
+from a2a_grpc.client import A2AClient, AgentCardError, card_url, fetch_agent_card, is_card_url, text_message
 from a2a_grpc.encoding import json_document
 from a2a_grpc.errors import A2AError
 from a2a_grpc.generated import a2a_pb2
@@ -59,11 +61,26 @@ def add_client_parsers(commands: argparse._SubParsersAction[argparse.ArgumentPar
         "card",
         help="print an agent card",
         description="Print the agent card as ProtoJSON. The public card is served over HTTP: give an "
-        "http(s) URL, or HOST:PORT with --card-url; --extended asks HOST:PORT for the extended card over gRPC.",
+        "http(s) URL, or HOST:PORT with --card-url; --extended asks HOST:PORT for the extended card over gRPC. "
+        "--verify checks the public card's signature (RFC 7515 over its RFC 8785 form) before printing it.",
     )
     card.add_argument("target", metavar="TARGET", help="http(s) URL of the agent (card), or HOST:PORT")
     card.add_argument("--card-url", default=None, help="where the public card of HOST:PORT is served")
     card.add_argument("--extended", action="store_true", help="GetExtendedAgentCard over gRPC (authenticated)")
+    card.add_argument(
+        "--verify",
+        action="store_true",
+        help="check the card's signature first: exit status 1, and no card, unless one verifies; stderr names "
+        "the key that signed",
+    )
+    card.add_argument(
+        "--jwks",
+        action="append",
+        default=[],
+        metavar="URL|FILE",
+        help="with --verify: trust the keys of this JWKS (an http(s) URL or a file) or PEM public key (repeat); "
+        "a signature's jku is followed only to the card's own origin or to a URL given here",
+    )
     _add_call_options(card)
 
 
@@ -187,7 +204,11 @@ async def _send(args: argparse.Namespace) -> int:
 
 
 async def _card(args: argparse.Namespace) -> int:
+    if args.jwks and not args.verify:
+        raise _UsageError("--jwks goes with --verify")
     if args.extended:
+        if args.verify:
+            raise _UsageError("--verify checks the public card, served over HTTP: leave out --extended")
         if is_card_url(args.target):
             raise _UsageError("--extended takes the agent's gRPC HOST:PORT")
         async with await _connect(args, args.extension) as client:
@@ -203,5 +224,14 @@ async def _card(args: argparse.Namespace) -> int:
             "(--extended fetches the extended card over gRPC)"
         )
     tls = ClientTLS(args.tls_ca, args.tls_cert, args.tls_key)
-    print(proto_json(await fetch_agent_card(url, tls=tls), indent=2))
+    try:
+        verifier = CardVerifier.trusting(args.jwks, tls) if args.verify else None
+    except ValueError as error:
+        raise _UsageError(str(error)) from None
+    card = await fetch_agent_card(url, tls=tls)
+    if verifier is not None:
+        verdict = await verifier.verify(card, card_url(url))
+        assert verdict is not None  # a `require` verifier returns one or raises
+        print(verdict.describe(), file=sys.stderr)
+    print(proto_json(card, indent=2))
     return EXIT_OK
