@@ -240,8 +240,10 @@ def test_the_card_comes_from_a_configmap_and_is_a_valid_card(tmp_path: Path) -> 
     local.write_text(text)
     settings = ServerSettings(listen="0.0.0.0:50051", http_listen="", card_path=str(local), store_url="memory")
     server = A2AServer(settings)  # loads and checks the card as `a2a-grpc serve` does
-    [interface] = [i for i in server.card.supported_interfaces if i.protocol_binding == GRPC_BINDING]
-    assert not interface.url.startswith("0.0.0.0"), "the card must name the public address, not the listen one"
+    interfaces = [i for i in server.card.supported_interfaces if i.protocol_binding == GRPC_BINDING]
+    assert [i.protocol_version for i in interfaces] == ["1.0", "0.3"]
+    for interface in interfaces:
+        assert not interface.url.startswith("0.0.0.0"), "the card must name the public address, not the listen one"
 
 
 # -- Envoy in front --------------------------------------------------------------------------------
