@@ -15,7 +15,7 @@ import pytest
 
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.store import PostgresStore, TaskWrite, VersionConflictError
-from a2a_grpc.store.base import LoadedTask, SharedStore, TaskEvent
+from a2a_grpc.store.base import LoadedTask, SharedStore, TaskEvent, WriteChain
 from a2a_grpc.store.postgres_replicas import listener_name
 from a2a_grpc.store.postgres_schema import SCHEMA_VERSION as POSTGRES_SCHEMA_VERSION
 
@@ -133,6 +133,26 @@ async def test_a_refused_write_stores_and_announces_no_event(replicas: tuple[Rep
     assert await b.next_event() == ("marker", 1)
     assert [event.seq for event in await b.store.read_events("t2", 0, 10)] == [1]
     assert await b.store.event_heads(["t1", "t2", "t3"]) == {"t1": 2, "t2": 1, "t3": 1}
+
+
+async def test_no_write_of_a_chain_applies_once_one_of_it_failed(stores: tuple[PostgresStore, PostgresStore]) -> None:
+    """A replica's writes queued behind one refused because another replica wrote the task meanwhile: the next
+    carries the version the other's write took, yet is refused too, in the same batch as in a later one."""
+    a, b = stores
+    await a.apply(create("t"))
+    await b.apply(set_status("t", 2, a2a_pb2.TASK_STATE_FAILED, 2))  # the other replica's write
+    chain = WriteChain()
+    writes = [set_status("t", version, WORKING, version) for version in (2, 3, 4)]
+    for write in writes:
+        write.chain = chain
+    batch = [a.apply(writes[0]), a.apply(writes[1])]  # queued together: one batch
+    results = await asyncio.gather(*batch, return_exceptions=True)
+    assert all(isinstance(result, VersionConflictError) for result in results)
+    with pytest.raises(VersionConflictError):
+        await a.apply(writes[2])
+    loaded = await b.load_task("t", OWNER)
+    assert loaded is not None and loaded.version == 2
+    assert loaded.task.status.state == a2a_pb2.TASK_STATE_FAILED
 
 
 async def test_runners_and_expired_runs(stores: tuple[PostgresStore, PostgresStore], db: asyncpg.Connection) -> None:

@@ -84,6 +84,16 @@ class LoadedTask(NamedTuple):
     seq: int  # 0 while the task has no event
 
 
+@dataclass(slots=True, eq=False)
+class WriteChain:
+    """The writes of one live task, each made on top of the one before: once one of them fails, a shared store
+    applies none of the later ones (`VersionConflictError`). Their versions alone cannot tell: a write queued
+    behind a refused one carries the version that another replica's write, the reason for the refusal, may
+    have reached, and would land on top of it. A store marks the chain at the first failure (`failed`)."""
+
+    failed: bool = False
+
+
 @dataclass(slots=True)
 class TaskWrite:
     """One change to one task.
@@ -94,7 +104,7 @@ class TaskWrite:
     and the events that describe them (numbered on from the task's last stored event). With
     `history_kept`, only the newest that many history messages stay stored once the write's are appended.
     A create may carry the `push_config` sent with the task's first message: stored in the same transaction,
-    notified from the task's first event.
+    notified from the task's first event. A shared store applies no write of a `chain` that already failed.
     """
 
     task_id: str
@@ -107,6 +117,7 @@ class TaskWrite:
     events: list[TaskEvent] = field(default_factory=list)
     history_kept: int | None = None
     push_config: a2a_pb2.TaskPushNotificationConfig | None = None
+    chain: WriteChain | None = None
 
 
 @dataclass(slots=True)

@@ -49,7 +49,7 @@ from a2a_grpc.store.base import (
 )
 from a2a_grpc.store.postgres_common import as_store_error, has_nul, import_asyncpg, row_count, translated
 from a2a_grpc.store.postgres_schema import RUNNING_SQL, TERMINAL_SQL, create_schema
-from a2a_grpc.store.postgres_writes import PreparedWrite, apply_write, merge_chunks, prepare
+from a2a_grpc.store.postgres_writes import PreparedWrite, apply_write, chain_failed, merge_chunks, prepare
 
 if TYPE_CHECKING:
     import asyncpg
@@ -310,7 +310,11 @@ class PostgresStore:
         while True:
             jobs, stop = await _take_batch(opened.queue)
             if jobs:
-                errors = await self._commit(opened.pool, [write for write, _ in jobs])
+                writes = [write for write, _ in jobs]
+                errors = await self._commit(opened.pool, writes)
+                for write, error in zip(writes, errors, strict=True):
+                    if error is not None:
+                        chain_failed(write)
                 _resolve([future for _, future in jobs], errors)
             if stop:
                 return
@@ -359,7 +363,8 @@ async def _in_savepoint(conn: asyncpg.Connection, write: PreparedWrite) -> BaseE
     try:
         async with conn.transaction():  # nested: a savepoint
             await apply_write(conn, write)
-    except Exception as exc:  # whatever went wrong, it fails this write only
+    except Exception as exc:  # whatever went wrong, it fails this write only (and the writes that follow it)
+        chain_failed(write)
         return as_store_error(exc)
     return None
 

@@ -16,7 +16,7 @@ from a2a_grpc.artifacts import apply_artifact_chunk
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.protocol import RUNNING_STATES, TERMINAL_STATES
 from a2a_grpc.store._codec import now_us, status_ts_us
-from a2a_grpc.store.base import TaskWrite, VersionConflictError
+from a2a_grpc.store.base import TaskWrite, VersionConflictError, WriteChain
 from a2a_grpc.store.postgres_common import has_nul, row_count
 from a2a_grpc.store.postgres_push import ConfigRow, config_row, put_config
 from a2a_grpc.store.postgres_schema import EVENTS_CHANNEL, RUNNING_SQL
@@ -87,6 +87,7 @@ class PreparedWrite:
     created_us: int = 0
     history_kept: int | None = None
     push_config: ConfigRow | None = None  # on a create: the config sent with the task's first message
+    chain: WriteChain | None = None  # the writes this one follows: none applies once one failed
 
     @property
     def last_seq(self) -> int | None:
@@ -110,6 +111,7 @@ def prepare(write: TaskWrite, writer: str) -> PreparedWrite:
         prepared = PreparedWrite(write.task_id, write.version, writer, status, history)
         prepared.history_kept = write.history_kept
         _add_chunks(prepared, write.artifacts)
+    prepared.chain = write.chain
     for event in write.events:
         prepared.event_seqs.append(event.seq)
         prepared.event_states.append(event.state)
@@ -153,6 +155,10 @@ def _add_chunks(prepared: PreparedWrite, chunks: Iterable[tuple[a2a_pb2.Artifact
 
 
 async def apply_write(conn: asyncpg.Connection, write: PreparedWrite) -> None:
+    if write.chain is not None and write.chain.failed:
+        raise VersionConflictError(
+            f"task {write.task_id!r}: a write this one follows failed; write carries version {write.version}"
+        )
     if write.version == 1:
         await _insert_task(conn, write)
         if write.push_config is not None:
@@ -171,6 +177,12 @@ async def apply_write(conn: asyncpg.Connection, write: PreparedWrite) -> None:
         await conn.execute(_APPEND_EVENTS, write.task_id, *events, notice)
     if write.version > 1 and write.status is not None and write.status[0] in TERMINAL_STATES:
         await _compact_artifacts(conn, write.task_id)
+
+
+def chain_failed(write: PreparedWrite) -> None:
+    """Mark the chain of a write that failed: no later write of it applies (`WriteChain`)."""
+    if write.chain is not None:
+        write.chain.failed = True
 
 
 async def _insert_task(conn: asyncpg.Connection, write: PreparedWrite) -> None:

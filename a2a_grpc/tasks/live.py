@@ -12,7 +12,7 @@ from google.protobuf import timestamp_pb2
 from a2a_grpc import compaction
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.protocol import INTERRUPTED_STATES, TERMINAL_STATES
-from a2a_grpc.store.base import TaskWrite
+from a2a_grpc.store.base import TaskWrite, WriteChain
 from a2a_grpc.tasks.subscriber import Subscriber, wait_durable
 
 if TYPE_CHECKING:
@@ -61,6 +61,7 @@ class LiveTask:
 
     __slots__ = (
         "artifact_bytes",
+        "chain",
         "last_write",
         "owner",
         "pending",
@@ -85,6 +86,7 @@ class LiveTask:
         self.subscribers: list[Subscriber] = []
         self.run: TaskRun | None = None
         self.pending: TaskWrite | None = None
+        self.chain = WriteChain()  # the writes made on top of the version loaded (`WriteChain`)
         self.push_config: a2a_pb2.TaskPushNotificationConfig | None = None  # stored with the task's create
         self.last_write: asyncio.Future[None] | None = None
         self.write_error: BaseException | None = None  # what callers got for the first write that failed

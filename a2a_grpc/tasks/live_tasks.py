@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 from a2a_grpc.call import CallContext
 from a2a_grpc.errors import UnavailableError
-from a2a_grpc.store.base import TaskStore
+from a2a_grpc.store.base import TaskStore, WriteChain
 from a2a_grpc.tasks.live import LiveTask
 from a2a_grpc.tasks.rules import check_visible, not_found
 from a2a_grpc.tasks.subscriber import Subscriber, TaskLog
@@ -102,6 +102,7 @@ class LiveTasks:
         if live is not None and loaded is not None and not self.current(live) and loaded.version > live.version:
             live.task, live.version, live.seq = loaded
             live.replaced = 0
+            live.chain = WriteChain()  # its next write follows the version loaded, not its own last one
         elif live is None and loaded is not None:
             task, version, seq = loaded
             live = self._by_id[task_id] = LiveTask(task, owner, version, seq)

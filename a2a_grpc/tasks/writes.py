@@ -136,7 +136,7 @@ class TaskWriter:
             if not live.shown and run is not None:
                 run.show()
             live.version += 1
-            write = live.pending = TaskWrite(live.task.id, live.version, owner=live.owner)
+            write = live.pending = TaskWrite(live.task.id, live.version, owner=live.owner, chain=live.chain)
             if live.version == 1:
                 write.task = live.task  # a create: the task as it stands at the flush holds every change
                 write.push_config, live.push_config = live.push_config, None
@@ -206,7 +206,8 @@ class TaskWriter:
         dropped (the next request reloads the stored task) and its run, if any, is stopped.
 
         Returns the error that callers waiting on the write get: every later write of the task fails
-        too (the stored version stays behind), and its callers get the first failure's error."""
+        too (the stored version stays behind; when another replica's write moved it on, the store refuses
+        the rest of the live task's `chain`), and its callers get the first failure's error."""
         if live.write_error is not None:
             return live.write_error
         if isinstance(error, VersionConflictError) and self.store.shared:
