@@ -191,8 +191,8 @@ class CardVerifier:
             found = keys.get("") or (keys.get(kid) if kid is not None else _only(keys))
             if found is not None:
                 return found, label
-        trusted = "; ".join(problems) if problems else "none given" if not sources else "none has it"
-        raise _Refused(f"key {kid} is not a trusted key{jku_note} (trusted keys: {trusted})", untrusted=True)
+        detail = "; ".join(problems) if problems else "" if sources else "no keys are trusted: give key files or URLs"
+        raise _Refused(f"key {kid} is not a trusted key{jku_note}" + (f" ({detail})" if detail else ""), untrusted=True)
 
     @property
     def _jku_rule(self) -> str:

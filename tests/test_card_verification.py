@@ -137,6 +137,14 @@ async def test_a_jku_is_followed_when_listed_and_keys_come_from_files_and_urls(
         assert verdict is not None and verdict.key_source == f"file {key_file}"
 
 
+async def test_a_jwks_that_cannot_be_fetched_is_named(signed: A2AServer) -> None:
+    card = parse_served(await served(signed))
+    missing = f"http://{signed.http_target}/no-such-jwks.json"
+    refused = await refusal(CardVerifier(jwks_urls=[missing]), card, card_url(signed))
+    assert isinstance(refused, UntrustedCardKeyError)
+    assert f"(JWKS {missing}: cannot fetch the JWKS: HTTP 404)" in str(refused)
+
+
 def sign_as(card: a2a_pb2.AgentCard, key: Any, header: Mapping[str, Any]) -> a2a_pb2.AgentCard:
     return signed_by_hand(card, key, dict(header))
 
