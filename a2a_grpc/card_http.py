@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import format_datetime
@@ -26,20 +27,19 @@ class CardDocument:
     body: bytes
     etag: str
     last_modified: datetime  # whole seconds, as HTTP dates are
+    headers: Mapping[str, str]  # of every answer, 200 or 304
 
     @classmethod
     def of(cls, card: a2a_pb2.AgentCard, *, with_v03: bool) -> CardDocument:
         body = json.dumps(merged_document(card), indent=2).encode() if with_v03 else card_json(card)
         etag = '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
-        return cls(body, etag, datetime.now(UTC).replace(microsecond=0))
-
-    @property
-    def headers(self) -> dict[str, str]:
-        return {
-            "ETag": self.etag,
-            "Last-Modified": format_datetime(self.last_modified, usegmt=True),
+        last_modified = datetime.now(UTC).replace(microsecond=0)
+        headers = {
+            "ETag": etag,
+            "Last-Modified": format_datetime(last_modified, usegmt=True),
             "Cache-Control": CACHE_CONTROL,
         }
+        return cls(body, etag, last_modified, headers)
 
     def respond(self, request: web.Request) -> web.Response:
         if self._not_modified(request):
