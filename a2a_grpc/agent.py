@@ -257,6 +257,8 @@ class AgentExecutor(Protocol):
 
     An agent may also have an `extensions` attribute, a sequence of `Extension`: those it declares in
     code. They join the card's `capabilities.extensions` and take part in every call's negotiation.
+    `context.call.metadata` holds the request headers without the caller's credentials, unless the agent has
+    a `sees_credentials = True` attribute (a2a_grpc.tasks.agent_view).
     """
 
     async def execute(self, context: RequestContext, events: EventPublisher) -> None: ...

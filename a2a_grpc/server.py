@@ -197,6 +197,18 @@ def _serving_cards(
     return cards[0], cards[1] if len(cards) > 1 else None
 
 
+def _api_key_headers(*cards: a2a_pb2.AgentCard | None) -> list[str]:
+    """The request headers the cards' API-key schemes name: credentials, which agents do not see."""
+    return [
+        scheme.api_key_security_scheme.name
+        for card in cards
+        if card is not None
+        for scheme in card.security_schemes.values()
+        if scheme.WhichOneof("scheme") == "api_key_security_scheme"
+        and scheme.api_key_security_scheme.location.lower() == "header"
+    ]
+
+
 def _check_not_in_use(listen: str) -> None:
     """Raise OSError when every address `listen` (HOST:PORT) resolves to is in use. gRPC would refuse it
     too, but only after its C core has logged a line of its own to stderr."""
@@ -267,6 +279,7 @@ class A2AServer:
                 settings.max_history_per_task, settings.max_artifact_bytes_per_task, settings.max_push_configs_per_task
             ),
             event_retention_seconds=settings.event_retention_seconds,
+            credential_headers=_api_key_headers(self.card, self.extended_card),
         )
         if self.metrics is not None:
             self.metrics.count_tasks(self.manager.task_counts)

@@ -25,6 +25,7 @@ from rpc_helpers import (
     wait_for_state,
 )
 
+from a2a_grpc.agent import EventPublisher, RequestContext
 from a2a_grpc.agents.writer import CHUNKS, WriterAgent
 from a2a_grpc.card import CardError
 from a2a_grpc.generated import a2a_pb2
@@ -196,6 +197,38 @@ async def test_cancel_of_an_input_required_task(start_server: StartServer, clien
         reply = user_message("cheerful", task_id=task.id, message_id="m-late")
         error = await rpc_error(stub.SendMessage(a2a_pb2.SendMessageRequest(message=reply), metadata=V1))
         assert_error(error, FAILED_PRECONDITION, "UNSUPPORTED_OPERATION", taskId=task.id)
+
+
+class AskingAgent:
+    """Asks for input at once; its cancel records the task, and publishes CANCELED unless told not to."""
+
+    def __init__(self, *, publish_canceled: bool = True) -> None:
+        self.publish_canceled = publish_canceled
+        self.cancel_calls: list[tuple[str, str]] = []
+
+    async def execute(self, context: RequestContext, events: EventPublisher) -> None:
+        await events.input_required("which colour?")
+
+    async def cancel(self, context: RequestContext, events: EventPublisher) -> None:
+        self.cancel_calls.append((context.task_id, context.text()))
+        if self.publish_canceled:
+            await events.canceled("conversation closed")
+
+
+@pytest.mark.parametrize("publish_canceled", [True, False])
+async def test_cancel_of_an_input_required_task_calls_the_agents_cancel(
+    start_server: StartServer, clients: Clients, publish_canceled: bool
+) -> None:
+    agent = AskingAgent(publish_canceled=publish_canceled)
+    async with asyncio.timeout(TEST_SECONDS):
+        stub = await serve(start_server, clients, agent=agent)
+        task = (await stub.SendMessage(send_request("paint it"), metadata=V1)).task
+        assert task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+        canceled = await stub.CancelTask(a2a_pb2.CancelTaskRequest(id=task.id), metadata=V1)
+    assert agent.cancel_calls == [(task.id, "which colour?")], "the agent hears of it, with the question it asked"
+    assert canceled.status.state == TaskState.TASK_STATE_CANCELED
+    said = [part.text for part in canceled.status.message.parts]
+    assert said == (["conversation closed"] if publish_canceled else []), "the agent's word, or the server's"
 
 
 # ---- push notification configs -------------------------------------------------------------------

@@ -173,6 +173,13 @@ class AgentRuns:
             run.cancelling = asyncio.ensure_future(self._cancel_run(run))
         return run.cancelling
 
+    def end_cancel_run(self, run: TaskRun) -> None:
+        """The end of a run made only to cancel an interrupted task (it has no asyncio task of its own)."""
+        if run.live.run is run:
+            run.live.run = None
+        if not run.settled.done():
+            run.settled.set_result(None)
+
     async def _cancel_run(self, run: TaskRun) -> None:
         run.context.request_cancel()
         try:

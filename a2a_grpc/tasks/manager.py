@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import cast
 
 from a2a_grpc.agent import AgentExecutor, RequestContext
@@ -37,6 +37,7 @@ from a2a_grpc.protocol import RUNNING_STATES, STREAM_AFTER_HEADER, TERMINAL_STAT
 from a2a_grpc.store import config_page_token_after, page_token_after
 from a2a_grpc.store.base import InvalidPageTokenError, SharedStore, TaskPage, TaskQuery, TaskStore
 from a2a_grpc.tasks.agent_runs import AgentRuns
+from a2a_grpc.tasks.agent_view import AgentView
 from a2a_grpc.tasks.limits import DEFAULT_TASK_LIMITS, TaskLimits
 from a2a_grpc.tasks.live import SETTLED_STATES, LiveTask, Subscription, TaskState, copy_task, stamp_now, task_view
 from a2a_grpc.tasks.live_tasks import LiveTasks
@@ -70,8 +71,10 @@ class TaskManager:
         on_push_due: Callable[[str], None] | None = None,
         limits: TaskLimits = DEFAULT_TASK_LIMITS,
         event_retention_seconds: float = EVENT_RETENTION_SECONDS,
+        credential_headers: Iterable[str] = (),
     ) -> None:
         self.store = store
+        self._agent_view = AgentView(executor, credential_headers)
         self._pruner = EventPruner(store, event_retention_seconds)
         self._tasks = LiveTasks(store, subscriber_buffer_bytes)
         self._writer = TaskWriter(store, self._tasks, on_storage_writable, on_push_due, limits.max_history)
@@ -200,7 +203,8 @@ class TaskManager:
         if created and request.configuration.HasField("task_push_notification_config"):
             live.push_config = _first_push_config(request.configuration.task_push_notification_config, live)
         metadata = request.metadata if request.HasField("metadata") else None
-        run = live.run = TaskRun(self._runs, live, RequestContext(message, live, call, metadata), created=created)
+        context = RequestContext(message, live, self._agent_view(call), metadata)
+        run = live.run = TaskRun(self._runs, live, context, created=created)
         if subscriber is not None:
             subscriber.attach(self._tasks.log(live), live.seq, live.seq)
             live.subscribers.append(subscriber)
@@ -277,11 +281,20 @@ class TaskManager:
             await asyncio.shield(self._runs.cancel_once(run))
         elif self._replicas is not None and live.state in RUNNING_STATES:
             live = await asyncio.shield(self._replicas.cancel_elsewhere(live, call))
-        else:  # interrupted: no agent is running, so cancel it here
-            self._writer.set_status(live, a2a_pb2.TASK_STATE_CANCELED, None)
+        else:  # interrupted: no agent runs, but its cancel may hold resources for the conversation
+            await asyncio.shield(self._cancel_interrupted(live, call))
         self._tasks.release(live)
         await live.durable()
         return live.task
+
+    async def _cancel_interrupted(self, live: LiveTask, call: CallContext) -> None:
+        """The agent's `cancel` on a task that waits for input (or auth): a run of its own, which publishes
+        CANCELED or has the server do it, as for a running task."""
+        status = live.task.status
+        message = status.message if status.HasField("message") else a2a_pb2.Message()
+        run = live.run = TaskRun(self._runs, live, RequestContext(message, live, self._agent_view(call)), created=False)
+        await self._runs.cancel_once(run)
+        self._runs.end_cancel_run(run)
 
     # ---- start and stop ----------------------------------------------------------------------
 
