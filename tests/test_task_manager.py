@@ -67,7 +67,8 @@ async def test_a_load_under_way_is_shared_so_a_task_never_has_two_live_entries()
     """Two CancelTasks of a task that waits for input, the first one's load held: the second must not load
     the task again, cancel it and forget it before the first load answers with the task as it was (two
     live entries would both write the next version: one of them fails as a conflict, INTERNAL to its caller).
-    Exactly one cancel succeeds and the other finds the task already canceled."""
+    Both end well: the second joins the first's cancel (the agent's cancel runs once), or finds the task
+    canceled already."""
     store = HeldFirstLoad()
     manager = TaskManager(store, WriterAgent(chunk_delay=0))
     call = CallContext(principal="p")
@@ -82,7 +83,7 @@ async def test_a_load_under_way_is_shared_so_a_task_never_has_two_live_entries()
     outcomes = await asyncio.gather(first, second, return_exceptions=True)
     canceled = [outcome for outcome in outcomes if isinstance(outcome, a2a_pb2.Task)]
     refused = [outcome for outcome in outcomes if isinstance(outcome, TaskNotCancelableError)]
-    assert len(canceled) == 1 and len(refused) == 1, outcomes
+    assert canceled and len(canceled) + len(refused) == 2, outcomes
     assert store.loads == 1
     stored = await store.get_task(run.task_id, "p")
     assert stored is not None and stored.status.state == a2a_pb2.TASK_STATE_CANCELED
