@@ -9,8 +9,9 @@ Client side: a status becomes a typed exception again, decided in this order:
 - without a reason, the code alone names one class per gRPC code (`ERROR_BY_CODE`), so a plain
   NOT_FOUND is a `NotFoundError`, never a `TaskNotFoundError`.
 
-Validation errors send the reason INVALID_PARAMS (the spec's name for invalid method parameters);
-INVALID_REQUEST, which this package sent before, is still read as an `InvalidRequestError`.
+Validation errors send the reason INVALID_PARAMS (JSON-RPC's name for invalid method parameters, §9.5,
+not one of the spec's ErrorInfo reasons, so in our domain); INVALID_REQUEST, which this package sent
+before, is still read as an `InvalidRequestError`.
 An error's `retry_delay` (seconds) travels as a `google.rpc.RetryInfo` detail, both ways: the limits
 (a2a_grpc.interceptors.server.limits) send one with RATE_LIMITED and TOO_MANY_STREAMS.
 A plain UNIMPLEMENTED (an RPC the peer lacks, or a spec v1.0.0 peer) is an `UnimplementedError`, a
@@ -25,7 +26,10 @@ import grpc
 from google.protobuf import any_pb2, duration_pb2
 from google.rpc import error_details_pb2, status_pb2
 
+# ErrorInfo domains: the spec's for the A2A-specific errors it defines (§3.3.2, §5.4, §10.6), ours for every
+# other reason. The client decides by reason whatever the domain: earlier versions sent ours in the spec's.
 ERROR_DOMAIN = "a2a-protocol.org"
+OWN_ERROR_DOMAIN = "a2a-grpc"
 STATUS_DETAILS_KEY = "grpc-status-details-bin"
 # Error trailers count against the client's header limit (8 KiB by default): these bounds keep a status
 # with the longest message, metadata and violations under 7 KiB even when every character takes 4 bytes.
@@ -43,6 +47,7 @@ class A2AError(Exception):
 
     code: grpc.StatusCode = grpc.StatusCode.INTERNAL
     reason: str = ""
+    domain: str = OWN_ERROR_DOMAIN  # the ErrorInfo domain of `reason`: ERROR_DOMAIN for the spec's errors
 
     def __init__(
         self,
@@ -65,46 +70,55 @@ class A2AError(Exception):
 class TaskNotFoundError(A2AError):
     code = grpc.StatusCode.NOT_FOUND
     reason = "TASK_NOT_FOUND"
+    domain = ERROR_DOMAIN
 
 
 class TaskNotCancelableError(A2AError):
     code = grpc.StatusCode.FAILED_PRECONDITION
     reason = "TASK_NOT_CANCELABLE"
+    domain = ERROR_DOMAIN
 
 
 class PushNotificationNotSupportedError(A2AError):
     code = grpc.StatusCode.FAILED_PRECONDITION
     reason = "PUSH_NOTIFICATION_NOT_SUPPORTED"
+    domain = ERROR_DOMAIN
 
 
 class UnsupportedOperationError(A2AError):
     code = grpc.StatusCode.FAILED_PRECONDITION
     reason = "UNSUPPORTED_OPERATION"
+    domain = ERROR_DOMAIN
 
 
 class ContentTypeNotSupportedError(A2AError):
     code = grpc.StatusCode.INVALID_ARGUMENT
     reason = "CONTENT_TYPE_NOT_SUPPORTED"
+    domain = ERROR_DOMAIN
 
 
 class InvalidAgentResponseError(A2AError):
     code = grpc.StatusCode.INTERNAL
     reason = "INVALID_AGENT_RESPONSE"
+    domain = ERROR_DOMAIN
 
 
 class ExtendedAgentCardNotConfiguredError(A2AError):
     code = grpc.StatusCode.FAILED_PRECONDITION
     reason = "EXTENDED_AGENT_CARD_NOT_CONFIGURED"
+    domain = ERROR_DOMAIN
 
 
 class ExtensionSupportRequiredError(A2AError):
     code = grpc.StatusCode.FAILED_PRECONDITION
     reason = "EXTENSION_SUPPORT_REQUIRED"
+    domain = ERROR_DOMAIN
 
 
 class VersionNotSupportedError(A2AError):
     code = grpc.StatusCode.FAILED_PRECONDITION
     reason = "VERSION_NOT_SUPPORTED"
+    domain = ERROR_DOMAIN
 
 
 class PushNotificationConfigNotFoundError(A2AError):
@@ -210,6 +224,7 @@ class UnimplementedError(UnsupportedOperationError):
 
     code = grpc.StatusCode.UNIMPLEMENTED
     reason = ""
+    domain = OWN_ERROR_DOMAIN
 
 
 class MethodNotFoundError(UnimplementedError):
@@ -234,7 +249,7 @@ class DataLossError(A2AError):
 
 
 class RemoteError(A2AError):
-    """A status whose ErrorInfo reason matches no row; `code` and `reason` are the ones received."""
+    """A status whose ErrorInfo reason matches no row; `code`, `reason` and `domain` are the ones received."""
 
     def __init__(
         self,
@@ -242,6 +257,7 @@ class RemoteError(A2AError):
         message: str,
         *,
         reason: str = "",
+        domain: str = "",
         metadata: Mapping[str, str] | None = None,
         violations: Iterable[tuple[str, str]] = (),
         retry_delay: float | None = None,
@@ -249,6 +265,7 @@ class RemoteError(A2AError):
         super().__init__(message, metadata=metadata, violations=violations, retry_delay=retry_delay)
         self.code = code
         self.reason = reason
+        self.domain = domain
 
 
 ERROR_TABLE: tuple[type[A2AError], ...] = (
@@ -307,7 +324,7 @@ def status_trailers(error: A2AError, extra: Metadata = ()) -> tuple[tuple[str, s
     status = status_pb2.Status(code=error.code.value[0], message=status_message(error))
     if error.reason or error.metadata:
         metadata = {_clip(key, MAX_TEXT_BYTES): _clip(value, MAX_TEXT_BYTES) for key, value in error.metadata.items()}
-        info = error_details_pb2.ErrorInfo(reason=error.reason, domain=ERROR_DOMAIN, metadata=metadata)
+        info = error_details_pb2.ErrorInfo(reason=error.reason, domain=error.domain, metadata=metadata)
         status.details.append(_pack(info))
     if error.violations:
         status.details.append(_pack(_bad_request(error.violations)))
@@ -366,7 +383,13 @@ def error_from_status(code: grpc.StatusCode, message: str, trailing_metadata: Me
     cls = ERROR_BY_REASON.get(info.reason) if info.reason else ERROR_BY_CODE.get(code)
     if cls is None:
         return RemoteError(
-            code, message, reason=info.reason, metadata=metadata, violations=violations, retry_delay=retry_delay
+            code,
+            message,
+            reason=info.reason,
+            domain=info.domain,
+            metadata=metadata,
+            violations=violations,
+            retry_delay=retry_delay,
         )
     return cls(message, metadata=metadata, violations=violations, retry_delay=retry_delay)
 

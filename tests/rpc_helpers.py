@@ -19,6 +19,22 @@ Stub = Any  # a2a_pb2_grpc.A2AServiceStub: the generated module carries no type 
 Metadata = tuple[tuple[str, str], ...]
 
 DOMAIN = "a2a-protocol.org"
+OWN_DOMAIN = "a2a-grpc"
+# the ErrorInfo reasons the spec defines (its A2A-specific errors, §3.3.2 and §5.4), in DOMAIN (§10.6);
+# every other reason this server sends is in OWN_DOMAIN
+SPEC_REASONS = frozenset(
+    {
+        "TASK_NOT_FOUND",
+        "TASK_NOT_CANCELABLE",
+        "PUSH_NOTIFICATION_NOT_SUPPORTED",
+        "UNSUPPORTED_OPERATION",
+        "CONTENT_TYPE_NOT_SUPPORTED",
+        "INVALID_AGENT_RESPONSE",
+        "EXTENDED_AGENT_CARD_NOT_CONFIGURED",
+        "EXTENSION_SUPPORT_REQUIRED",
+        "VERSION_NOT_SUPPORTED",
+    }
+)
 TEST_SECONDS = 20.0  # the bound on any one test's body
 TaskState = a2a_pb2.TaskState
 TERMINAL = TERMINAL_STATES
@@ -76,14 +92,19 @@ async def stream_error(call: Any) -> grpc.aio.AioRpcError:
 def assert_error(
     error: grpc.aio.AioRpcError, code: grpc.StatusCode, reason: str, **metadata: str
 ) -> error_details_pb2.ErrorInfo:
-    """`error` is the given row of the error table, with ErrorInfo in the A2A domain and this metadata."""
+    """`error` is the given row of the error table, with ErrorInfo in the reason's domain and this metadata."""
     assert error.code() == code, f"{error.code()} {error.details()}"
     info = error_info(error)
     assert info.reason == reason, info
-    assert info.domain == DOMAIN
+    assert info.domain == domain_of(reason), info
     for key, value in metadata.items():
         assert info.metadata[key] == value, info
     return info
+
+
+def domain_of(reason: str) -> str:
+    """The ErrorInfo domain `reason` travels in: the spec's for its own reasons, ours for the rest."""
+    return DOMAIN if reason in SPEC_REASONS else OWN_DOMAIN
 
 
 def kinds(items: Iterable[a2a_pb2.StreamResponse]) -> list[str]:

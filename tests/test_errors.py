@@ -24,7 +24,11 @@ from agents import (
     SilentAgent,
 )
 from conftest import BASE_CARD, DEAD_HOOK, V1, StartServer, bad_request, rich_status, send_request, user_message
+from google.rpc import error_details_pb2, status_pb2
 from rpc_helpers import (
+    DOMAIN,
+    OWN_DOMAIN,
+    SPEC_REASONS,
     TEST_SECONDS,
     Stub,
     assert_error,
@@ -41,6 +45,7 @@ from a2a_grpc.agent import AgentExecutor
 from a2a_grpc.errors import (
     CODE_ERRORS,
     ERROR_BY_CODE,
+    ERROR_DOMAIN,
     ERROR_TABLE,
     A2AError,
     InvalidRequestError,
@@ -362,7 +367,7 @@ def test_every_grpc_error_code_has_a_class_with_that_code() -> None:
         assert not isinstance(error, RemoteError)
 
 
-def test_validation_sends_the_spec_reason_and_reads_the_old_one() -> None:
+def test_validation_sends_invalid_params_and_reads_the_old_reason() -> None:
     assert InvalidRequestError.reason == "INVALID_PARAMS"
     for reason in ("INVALID_PARAMS", "INVALID_REQUEST"):
         sent = RemoteError(INVALID_ARGUMENT, "bad", reason=reason)
@@ -370,11 +375,40 @@ def test_validation_sends_the_spec_reason_and_reads_the_old_one() -> None:
 
 
 def test_a_status_no_row_knows_travels_on_unchanged() -> None:
-    sent = RemoteError(grpc.StatusCode.ABORTED, "conflict", reason="SOMETHING_NEWER", metadata={"k": "v"})
+    sent = RemoteError(
+        grpc.StatusCode.ABORTED, "conflict", reason="SOMETHING_NEWER", domain="example.com", metadata={"k": "v"}
+    )
     received = error_from_status(grpc.StatusCode.ABORTED, "", status_trailers(sent))
     assert type(received) is RemoteError
     assert received.code == grpc.StatusCode.ABORTED
-    assert (received.reason, received.metadata) == ("SOMETHING_NEWER", {"k": "v"})
+    assert (received.reason, received.domain, received.metadata) == ("SOMETHING_NEWER", "example.com", {"k": "v"})
+
+
+def sent_domain(error: A2AError) -> str:
+    """The domain of the ErrorInfo that carries `error`."""
+    (_, details), *_ = status_trailers(error)
+    assert isinstance(details, bytes)
+    info = error_details_pb2.ErrorInfo()
+    status_pb2.Status.FromString(details).details[0].Unpack(info)
+    return str(info.domain)
+
+
+def test_the_spec_reasons_travel_in_the_spec_domain_and_ours_in_our_own() -> None:
+    assert ERROR_DOMAIN == DOMAIN
+    assert {cls.reason for cls in ERROR_TABLE} >= SPEC_REASONS
+    domains = {cls.reason: sent_domain(cls("x")) for cls in ERROR_TABLE}
+    assert {reason for reason, domain in domains.items() if domain == DOMAIN} == SPEC_REASONS
+    assert {domain for reason, domain in domains.items() if reason not in SPEC_REASONS} == {OWN_DOMAIN}
+    assert domains["UNAUTHENTICATED"] == OWN_DOMAIN
+    assert sent_domain(UnimplementedError("x", metadata={"k": "v"})) == OWN_DOMAIN, "no reason, not the spec's"
+
+
+@pytest.mark.parametrize("cls", ERROR_TABLE, ids=lambda cls: cls.reason)
+@pytest.mark.parametrize("domain", [DOMAIN, OWN_DOMAIN, ""], ids=["spec-domain", "own-domain", "no-domain"])
+def test_every_reason_decodes_in_either_domain(cls: type[A2AError], domain: str) -> None:
+    """Servers before this one sent every reason in the spec's domain; the reason decides, whatever the domain."""
+    sent = RemoteError(cls.code, "went wrong", reason=cls.reason, domain=domain)
+    assert type(error_from_status(cls.code, "", status_trailers(sent))) is cls
 
 
 def test_a_plain_unimplemented_is_an_unsupported_operation_with_its_own_code() -> None:

@@ -33,7 +33,7 @@ import pytest
 from agents import CancelProbeAgent, OutcomeAgent
 from certs import Pki
 from conftest import BASE_CARD, DEAD_HOOK, V1, StartServer, send_request
-from rpc_helpers import DOMAIN, Clients, Metadata, bearer, read_all, rpc_error
+from rpc_helpers import Clients, Metadata, bearer, domain_of, read_all, rpc_error
 from sdk03_env import SdkUnavailableError, sdk03_python
 
 from a2a_grpc.agent import EventPublisher, RequestContext
@@ -267,7 +267,7 @@ def assert_a2a_error(error: Json, code: str, name: str, reason: str | None) -> N
     assert error["details"].startswith(f"{name}: "), error
     assert error["status_details"], f"no grpc-status-details-bin: {error}"
     if reason is not None:
-        assert (error.get("reason"), error.get("domain")) == (reason, DOMAIN), error
+        assert (error.get("reason"), error.get("domain")) == (reason, domain_of(reason)), error
 
 
 def state(task: Json) -> str:
