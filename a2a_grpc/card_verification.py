@@ -25,9 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import jwt
-from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
-from cryptography.hazmat.primitives.serialization import load_pem_public_key
 from jwt import api_jws
 from jwt.utils import base64url_decode
 from yarl import URL
@@ -39,11 +37,12 @@ from a2a_grpc.auth.jwks import (
     OKP_ALGORITHMS,
     RSA_ALGORITHMS,
     JwksError,
+    KeyFileError,
     VerificationKey,
-    algorithms_of,
     fetch_jwks,
     keys_by_kid,
     printable_url,
+    read_keys,
     trust_store,
 )
 from a2a_grpc.card_canonical import CANONICAL_FORMS, RFC_8785, CanonicalizationError
@@ -243,25 +242,14 @@ def read_key_file(path: str | Path) -> Keys:
         data = Path(path).read_bytes()
     except OSError as error:
         raise ValueError(f"cannot read the key file {path}: {error.strerror}") from None
-    if data.lstrip().startswith(b"{"):
-        try:
-            keys = {kid: key for kid, (key, _) in keys_by_kid(json.loads(data)).items() if kid}
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            raise ValueError(f"the key file {path} is not JSON") from None
-        if not keys:
-            raise ValueError(f"the key file {path} holds no RSA, EC or OKP signature key with a kid")
-        return keys
     try:
-        if b"-----BEGIN CERTIFICATE-----" in data:
-            public_key: Any = x509.load_pem_x509_certificate(data).public_key()
-        else:
-            public_key = load_pem_public_key(data)
-    except ValueError:
-        raise ValueError(f"the key file {path} is neither a JWKS nor a PEM public key or certificate") from None
-    algorithms = algorithms_of(public_key)
-    if not algorithms:
-        raise ValueError(f"the key file {path} is not an RSA, EC or Ed25519 public key")
-    return {"": VerificationKey(public_key, algorithms)}
+        found, any_kid = read_keys(data)
+    except KeyFileError as error:
+        raise ValueError(f"the key file {path} {error}") from None
+    keys = {kid: key for kid, (key, _) in found.items() if kid or any_kid}
+    if not keys:
+        raise ValueError(f"the key file {path} holds no RSA, EC or OKP signature key with a kid")
+    return keys
 
 
 def _only(keys: Keys) -> VerificationKey | None:

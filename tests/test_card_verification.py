@@ -213,7 +213,7 @@ def ec_jwk() -> dict[str, Any]:
 @pytest.mark.parametrize(
     ("content", "problem"),
     [
-        (b"{not json", "is not JSON"),
+        (b"{not json", "starts as a JWKS but is not JSON"),
         (b'{"keys": [{"kty": "oct", "k": "c2VjcmV0", "kid": "hmac"}]}', "holds no RSA, EC or OKP signature key"),
         (b"-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----\n", "neither a JWKS nor a PEM public key"),
     ],

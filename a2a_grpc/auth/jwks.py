@@ -124,6 +124,34 @@ def _pick(keys: Mapping[str, tuple[VerificationKey, str]], kid: str | None) -> V
     return found[0] if found is not None else None
 
 
+class KeyFileError(ValueError):
+    """What a key file's bytes are not; the caller names the file."""
+
+
+def read_keys(data: bytes) -> tuple[dict[str, tuple[VerificationKey, str]], bool]:
+    """The keys of a key file's bytes, and whether they stand for any kid: a JWKS document's keys by kid (each
+    with its JWK), or the one key of a PEM public key or certificate (under "", with no JWK)."""
+    if data.lstrip().startswith(b"{"):
+        try:
+            keys = keys_by_kid(json.loads(data))
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            raise KeyFileError("starts as a JWKS but is not JSON") from None
+        if not keys:
+            raise KeyFileError("holds no RSA, EC or OKP signature key")
+        return keys, False
+    try:
+        if b"-----BEGIN CERTIFICATE-----" in data:
+            public_key: Any = x509.load_pem_x509_certificate(data).public_key()
+        else:
+            public_key = load_pem_public_key(data)
+    except ValueError:
+        raise KeyFileError("is neither a JWKS nor a PEM public key or certificate") from None
+    allowed = algorithms_of(public_key)
+    if not allowed:
+        raise KeyFileError("is not an RSA, EC or Ed25519/Ed448 public key")
+    return {"": (VerificationKey(public_key, allowed), "")}, True
+
+
 class StaticKeys:
     """Keys read once from a file: a PEM public key (or certificate), or a JWKS document."""
 
@@ -139,25 +167,11 @@ class StaticKeys:
             data = Path(path).read_bytes()
         except OSError as error:
             raise JwksError(f"cannot read --jwt-key {path}: {error.strerror}") from None
-        if data.lstrip().startswith(b"{"):
-            try:
-                keys = keys_by_kid(json.loads(data))
-            except (json.JSONDecodeError, UnicodeDecodeError):
-                raise JwksError(f"--jwt-key {path} is neither a PEM public key nor a JWKS") from None
-            if not keys:
-                raise JwksError(f"--jwt-key {path} holds no RSA, EC or OKP signature key")
-            return cls(keys, any_kid=False)
         try:
-            if b"-----BEGIN CERTIFICATE-----" in data:
-                public_key: Any = x509.load_pem_x509_certificate(data).public_key()
-            else:
-                public_key = load_pem_public_key(data)
-        except ValueError:
-            raise JwksError(f"--jwt-key {path} is neither a PEM public key nor a JWKS") from None
-        allowed = algorithms_of(public_key)
-        if not allowed:
-            raise JwksError(f"--jwt-key {path} is not an RSA, EC or Ed25519/Ed448 public key")
-        return cls({"": (VerificationKey(public_key, allowed), "")}, any_kid=True)
+            keys, any_kid = read_keys(data)
+        except KeyFileError as error:
+            raise JwksError(f"--jwt-key {path} {error}") from None
+        return cls(keys, any_kid=any_kid)
 
     def key(self, kid: str | None) -> VerificationKey:
         found = _pick(self._keys, None if self._any_kid else kid)
