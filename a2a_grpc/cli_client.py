@@ -2,8 +2,8 @@
 
 Output is made for scripts: stdout carries only ProtoJSON (`send`: one compact document per line,
 the SendMessageResponse or each StreamResponse event; `card`: the card, indented), and stderr carries
-`a2a-extensions: <activated, comma-joined>` after a response and any error (`card --verify`: the verdict, naming
-the key that signed). Exit status: 0 on success, 1 when the agent or the transport answered with an error (or
+`a2a-extensions: <activated, comma-joined>` after a response that activated any, and any error
+(`card --verify`: the verdict, naming the key that signed). Exit status: 0 on success, 1 when the agent or the transport answered with an error (or
 the card's signature does not verify), 2 for a usage error.
 """
 
@@ -37,7 +37,7 @@ def add_client_parsers(commands: argparse._SubParsersAction[argparse.ArgumentPar
         help="send a text message to an agent",
         description="Send TEXT to the agent at TARGET (host:port, or an agent card URL). stdout: the "
         "response as ProtoJSON, one document per line (each stream event on its own line); stderr: "
-        f"'{EXTENSIONS_HEADER}: <activated extensions>'.",
+        f"'{EXTENSIONS_HEADER}: <activated extensions>' when the agent activated any.",
     )
     send.add_argument(
         "target", metavar="TARGET", help="HOST:PORT (grpcs://HOST:PORT for TLS), or http(s) URL of the agent card"
@@ -199,8 +199,14 @@ async def _send(args: argparse.Namespace) -> int:
             result = await client.send_message(message, metadata=metadata, configuration=configuration)
             print(proto_json(result.value), flush=True)
             activated = result.activated_extensions
-    print(f"{EXTENSIONS_HEADER}: {','.join(activated)}", file=sys.stderr)
+    _print_activated(activated)
     return EXIT_OK
+
+
+def _print_activated(extensions: Sequence[str]) -> None:
+    """The extensions the agent activated, as the header it echoed them in; nothing when it activated none."""
+    if extensions:
+        print(f"{EXTENSIONS_HEADER}: {','.join(extensions)}", file=sys.stderr)
 
 
 async def _card(args: argparse.Namespace) -> int:
@@ -214,7 +220,7 @@ async def _card(args: argparse.Namespace) -> int:
         async with await _connect(args, args.extension) as client:
             result = await client.get_extended_card()
         print(proto_json(result.value, indent=2))
-        print(f"{EXTENSIONS_HEADER}: {','.join(result.activated_extensions)}", file=sys.stderr)
+        _print_activated(result.activated_extensions)
         return EXIT_OK
     url = args.target if is_card_url(args.target) else args.card_url
     if url is None:

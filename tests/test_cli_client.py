@@ -74,6 +74,15 @@ async def test_send_stream_prints_one_document_per_event(cli_server: A2AServer) 
     assert run.stderr.splitlines() == [f"a2a-extensions: {REQUIRED}"]
 
 
+async def test_send_without_activated_extensions_prints_no_header_line(start_server: StartServer) -> None:
+    server = await start_server(card=BASE_CARD, agent=RelayAgent())
+    for stream in ((), ("--stream",)):
+        run = await a2a_grpc("send", server.grpc_target, "no extension", *stream)
+        assert run.code == 0, run.stderr
+        assert run.documents, "the response is printed"
+        assert run.stderr == "", "no empty a2a-extensions line"
+
+
 async def test_send_puts_metadata_in_the_request(cli_server: A2AServer) -> None:
     run = await a2a_grpc(
         "send",
