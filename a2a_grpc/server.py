@@ -165,6 +165,12 @@ def load_agent(spec: str | None) -> AgentExecutor:
     agent = target
     if not hasattr(agent, "execute"):
         raise ValueError(f"{spec} is not an agent: it has no execute(context, events) method")
+    if not callable(getattr(agent, "cancel", None)):
+        log.warning(
+            "agent %s has no cancel(context, events) method: CancelTask interrupts its execute() and marks "
+            "the task canceled without asking it",
+            spec,
+        )
     return agent  # type: ignore[no-any-return]
 
 

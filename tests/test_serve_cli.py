@@ -3,6 +3,7 @@ the lines the server logs as it stops, and a port already in use."""
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import signal
@@ -15,9 +16,11 @@ from pathlib import Path
 
 import grpc
 import pytest
+from conftest import StartServer, send_request
 from process import SLEEPY_AGENT, V1, child_env, get_task, run_serve, send_text, serve_process, text_message
 
 from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
+from a2a_grpc.server import load_agent
 
 A2A_GRPC = str(Path(sys.executable).with_name("a2a-grpc"))  # the console script a user runs
 COMMAND_SECONDS = 30.0
@@ -29,6 +32,16 @@ class ShoutAgent:
 
     async def cancel(self, context, events):
         await events.canceled()
+"""
+
+
+NO_CANCEL_MODULE = """
+import asyncio
+
+class WaitingAgent:
+    async def execute(self, context, events):
+        await events.working()
+        await asyncio.sleep(60)
 """
 
 
@@ -60,6 +73,33 @@ def test_an_agent_in_the_users_own_folder_is_served_without_pythonpath(tmp_path:
         task = send_text(server.grpc_target, "hello")
     assert task.status.state == a2a_pb2.TASK_STATE_COMPLETED
     assert task.artifacts[0].parts[0].text == "HELLO"
+
+
+def agent_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == "a2a_grpc.server" and r.levelno == logging.WARNING]
+
+
+async def test_an_agent_without_cancel_is_served_after_a_one_line_warning(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, start_server: StartServer
+) -> None:
+    (tmp_path / "firsthour_waiting.py").write_text(NO_CANCEL_MODULE)
+    (tmp_path / "firsthour_shout.py").write_text(SHOUT_MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with caplog.at_level(logging.WARNING, logger="a2a_grpc.server"):
+        load_agent("firsthour_shout:ShoutAgent")
+        assert agent_warnings(caplog) == [], "an agent with cancel loads quietly"
+        agent = load_agent("firsthour_waiting:WaitingAgent")
+    [warning] = agent_warnings(caplog)
+    assert "firsthour_waiting:WaitingAgent has no cancel(context, events) method" in warning
+    assert "\n" not in warning
+    # what the warning says happens then
+    server = await start_server(agent=agent)
+    async with grpc.aio.insecure_channel(server.grpc_target) as channel:
+        stub = a2a_pb2_grpc.A2AServiceStub(channel)  # type: ignore[no-untyped-call]
+        request = send_request("wait", configuration=a2a_pb2.SendMessageConfiguration(return_immediately=True))
+        task = (await stub.SendMessage(request, metadata=V1, timeout=COMMAND_SECONDS)).task
+        canceled = await stub.CancelTask(a2a_pb2.CancelTaskRequest(id=task.id), metadata=V1, timeout=COMMAND_SECONDS)
+    assert canceled.status.state == a2a_pb2.TASK_STATE_CANCELED
 
 
 def flag_help(help_text: str) -> dict[str, str]:
