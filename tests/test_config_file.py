@@ -8,6 +8,7 @@ import json
 import os
 import re
 import signal
+import sys
 import time
 import tomllib
 from collections.abc import Callable
@@ -19,7 +20,6 @@ import grpc
 import pytest
 from process import (
     CARD,
-    REPO,
     START_SECONDS,
     Ports,
     get_task,
@@ -30,6 +30,7 @@ from process import (
     send_text,
     serve_process,
 )
+from test_readme import section_lines
 
 from a2a_grpc.cli import main
 from a2a_grpc.config import key_line
@@ -308,6 +309,56 @@ def test_config_check_reports_a_file_that_is_not_toml_or_not_there(
     assert run(capsys, "config", "check")[0] == 2, "the FILE defaults to $A2A_GRPC_CONFIG"
 
 
+def test_config_check_loads_the_card_files_and_imports_the_agent_as_serve_would(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # relative paths are the working directory's, as serve's are
+    Path("card.json").write_text(json.dumps(CARD))
+    app = tmp_path / "app"
+    app.mkdir()
+    (app / "config_check_agent.py").write_text(CHECKED_AGENT)
+    good = 'card = "card.json"\nextended_card = "card.json"\nagent = "config_check_agent:Agent"\napp_dir = "app"\n'
+    assert run(capsys, "config", "check", str(write_config(tmp_path / "good.toml", good))) == (0, "ok\n", "")
+    assert str(app) not in sys.path, "the check leaves sys.path as it found it"
+
+
+CHECKED_AGENT = """
+class Agent:
+    async def execute(self, context, events):
+        await events.complete()
+
+    async def cancel(self, context, events):
+        await events.canceled()
+"""
+
+
+@pytest.mark.parametrize(
+    ("lines", "problem"),
+    [
+        ('card = "missing.json"', "2: card: cannot read agent card missing.json: No such file or directory"),
+        ('card = "not-a-card.json"', "2: card: not-a-card.json is not a valid lf.a2a.v1.AgentCard: "),
+        ('extended_card = "missing.json"', "2: extended_card: cannot read agent card missing.json: "),
+        ('agent = "no_such_module_here:Agent"', "2: agent: cannot load agent no_such_module_here:Agent: "),
+        ('agent = "config_check_broken:Agent"', "2: agent: cannot load agent config_check_broken:Agent: "),
+        ('agent = "config_check_agent:Nope"', "2: agent: cannot load agent config_check_agent:Nope: AttributeError"),
+        ('agent = "config_check_agent:Agent"\napp_dir = "nowhere"', "3: app_dir: nowhere is not a directory"),
+    ],
+    ids=["card-missing", "card-invalid", "extended-card-missing", "no-module", "raises", "no-attr", "no-app-dir"],
+)
+def test_config_check_refuses_a_card_that_does_not_load_or_an_agent_that_does_not_import(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, lines: str, problem: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    Path("not-a-card.json").write_text('{"name": "x", "skills": 3}')
+    Path("config_check_broken.py").write_text("raise RuntimeError('the agent module is broken')\n")
+    Path("config_check_agent.py").write_text(CHECKED_AGENT)
+    config = write_config(tmp_path / "a2a.toml", f'store = "memory"\n{lines}\n')
+    code, out, err = run(capsys, "config", "check", str(config))
+    assert (code, out) == (2, "")
+    [told] = err.splitlines()
+    assert told.startswith(f"a2a-grpc: {config}:{problem}"), told
+
+
 @pytest.mark.parametrize(
     ("line", "problem"),
     [
@@ -333,9 +384,8 @@ def test_key_lines_are_found_for_quoted_dotted_and_table_keys() -> None:
     assert [key_line(text, key) for key in ("listen", "store", "agent", "card", "grace")] == [2, 3, 4, 5, None]
 
 
-def test_the_readme_example_config_file_passes_config_check(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    readme = (REPO / "README.md").read_text()
-    section = re.split(r"\n##+ ", readme.split("\n### Config file\n", 1)[1], maxsplit=1)[0]
+def test_the_docs_example_config_file_passes_config_check(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    section = "\n".join(section_lines("Config file"))  # docs/configuration.md
     example = section.split("```toml\n", 1)[1].split("```", 1)[0]
     config = write_config(tmp_path / "a2a.toml", example)
     assert run(capsys, "config", "check", str(config)) == (0, "ok\n", "")

@@ -802,13 +802,13 @@ async def test_no_token_credential_or_key_reaches_a_log_line(
         assert secret not in logged
 
 
-# ---- the README's receiver example ---------------------------------------------------------------------
+# ---- the receiver example of docs/push.md --------------------------------------------------------------
 
 
-async def test_the_readme_receiver_example_verifies_notifications(
+async def test_the_docs_receiver_example_verifies_notifications(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The python block of the README's push section, run as written but for its addresses: the JWKS is
+    """The python block of docs/push.md, run as written but for its addresses: the JWKS is
     fetched over loopback http (the verifier's switch for tests), and the webhook listens on a free port."""
     [example] = fenced_blocks("Push notifications", "python")
     source = "\n".join(example)
@@ -829,8 +829,8 @@ async def test_the_readme_receiver_example_verifies_notifications(
             for written, local in replaced.items():
                 assert written in source
                 source = source.replace(written, local)
-            namespace: dict[str, Any] = {"__name__": "readme_receiver"}
-            exec(compile(source, "README.md", "exec"), namespace)  # the README's own example
+            namespace: dict[str, Any] = {"__name__": "docs_receiver"}
+            exec(compile(source, "docs/push.md", "exec"), namespace)  # the documented example
             runner = web.AppRunner(namespace["app"], access_log=None)
             await runner.setup()
             try:

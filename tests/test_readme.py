@@ -1,6 +1,8 @@
-"""The README's shell lines, run as a new user runs them, against real servers on free loopback ports.
+"""The shell lines of the README and of docs/*.md, run as a new user runs them, against real servers on free
+loopback ports.
 
-A section's ```sh blocks run in one bash session from the checkout (so `.venv/bin/grpcurl` and
+A section is found by its heading's title, in whichever of README.md and docs/*.md has it (a title is a
+heading in one document only). A section's ```sh blocks run in one bash session from the checkout (so `.venv/bin/grpcurl` and
 `.venv/bin/a2a-grpc` are the checkout's), one command at a time. Beyond that, the test does what is
 listed here, and nothing else:
 
@@ -37,11 +39,13 @@ from pathlib import Path
 import grpc
 import pytest
 from conftest import V1, StartServer, error_info, send_request
-from process import REPO, Ports, child_env, free_port, serve_process
+from process import REPO, Ports, ServerProcess, child_env, free_port, serve_process
 
 from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
 
 README = REPO / "README.md"
+DOCS = REPO / "docs"
+DOCUMENTS = (README, *sorted(DOCS.glob("*.md")))
 REQUIRED_EXTENSION_CARD = REPO / "examples" / "required-extension-card.json"
 PRIORITY = "https://example.com/ext/priority/v1"
 PROMISE = "#   "
@@ -53,20 +57,50 @@ DEFAULT_HTTP_LISTEN = "127.0.0.1:8080"
 STEP_SECONDS = 60.0
 
 
+def is_fence(line: str) -> bool:
+    return line.strip().startswith("```")
+
+
+def heading(line: str) -> str | None:
+    """The title of a Markdown heading line (outside code blocks), else None."""
+    return line.lstrip("#").strip() if re.match(r"#+ ", line) else None
+
+
+def sections(document: Path) -> Iterator[tuple[str, list[str]]]:
+    """Each heading of `document` with its lines, up to the next heading of any level."""
+    title: str | None = None
+    lines: list[str] = []
+    fence = False
+    for line in document.read_text().splitlines():
+        if is_fence(line):
+            fence = not fence
+        elif not fence and (name := heading(line)) is not None:
+            if title is not None:
+                yield title, lines
+            title, lines = name, []
+            continue
+        lines.append(line)
+    if title is not None:
+        yield title, lines
+
+
+def section_lines(title: str) -> list[str]:
+    """The lines under the heading `title`, in whichever document (README.md, docs/*.md) has it."""
+    found = [(document, lines) for document in DOCUMENTS for name, lines in sections(document) if name == title]
+    assert len(found) == 1, f"{title!r} is a heading in {len(found)} places: {[str(d) for d, _ in found]}"
+    return found[0][1]
+
+
 def fenced_blocks(title: str, language: str) -> list[list[str]]:
-    """The `language` code blocks under the README heading `title`, up to the next heading."""
+    """The `language` code blocks under the heading `title`, up to the next heading."""
     blocks: list[list[str]] = []
-    inside = False
     fence: str | None = None
-    for line in README.read_text().splitlines():
-        stripped = line.strip()
-        if stripped.startswith("```"):
-            fence = stripped.removeprefix("```") if fence is None else None
-            if fence == language and inside:
+    for line in section_lines(title):
+        if is_fence(line):
+            fence = line.strip().removeprefix("```") if fence is None else None
+            if fence == language:
                 blocks.append([])
-        elif fence is None and line.startswith("#"):
-            inside = line.lstrip("#").strip() == title
-        elif fence == language and inside:
+        elif fence == language:
             blocks[-1].append(line.rstrip())
     return blocks
 
@@ -135,13 +169,16 @@ def parse(lines: list[str]) -> tuple[list[Step], list[Server]]:
     return steps, servers
 
 
-def free_addresses(lines: list[str]) -> dict[str, str]:
-    """Every loopback address in `lines`, and the default ones, each mapped to a free one."""
+def free_addresses(lines: list[str], given: dict[str, str] | None = None) -> dict[str, str]:
+    """Every loopback address in `lines`, and the default ones, each mapped to a free one (or as `given`)."""
+    given = given or {}
     wanted = {match[0] for line in lines for match in ADDRESS.finditer(line)} | {DEFAULT_LISTEN, DEFAULT_HTTP_LISTEN}
+    wanted -= set(given)
     ports: set[int] = set()
     while len(ports) < len(wanted):
         ports.add(free_port())
-    return {address: f"127.0.0.1:{port}" for address, port in zip(sorted(wanted), sorted(ports), strict=True)}
+    free = {address: f"127.0.0.1:{port}" for address, port in zip(sorted(wanted), sorted(ports), strict=True)}
+    return {**free, **given}
 
 
 def rewrite(text: str, addresses: dict[str, str]) -> str:
@@ -281,12 +318,13 @@ def fill(command: str, values: dict[str, str]) -> str:
     return PLACEHOLDER.sub(value, command)
 
 
-def run_section(title: str, log_dir: Path) -> list[str]:
-    """Run the shell lines under `title` as the module docstring says; the commands run, as written."""
+def run_section(title: str, log_dir: Path, addresses_given: dict[str, str] | None = None) -> list[str]:
+    """Run the shell lines under `title` as the module docstring says; the commands run, as written.
+    `addresses_given` maps loopback addresses of the lines to ones the test has running (a database)."""
     lines = shell_lines(title)
     steps, servers = parse(lines)
     assert steps, f"no shell lines under {title!r}"
-    addresses = free_addresses(lines)
+    addresses = free_addresses(lines, addresses_given)
     values: dict[str, str] = {}
     in_background: list[tuple[Step, Ran]] = []
     with serving(servers, addresses, log_dir), session(log_dir / "shell") as shell:
@@ -343,25 +381,137 @@ async def test_the_example_card_requires_its_extension(start_server: StartServer
     assert accepted.task.status.state == a2a_pb2.TASK_STATE_COMPLETED
 
 
+def run_python_example(example: list[str], server: ServerProcess, tmp_path: Path) -> list[str]:
+    """`example` saved as a file, its addresses those of `server`, run by the checkout's Python: what it prints."""
+    source = "\n".join(example).replace(DEFAULT_HTTP_LISTEN, server.ports.http_target)
+    script = tmp_path / "example.py"
+    script.write_text(source.replace(DEFAULT_LISTEN, server.ports.grpc_target))
+    done = subprocess.run(
+        [str(REPO / ".venv" / "bin" / "python"), str(script)],
+        cwd=tmp_path,
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=STEP_SECONDS,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.splitlines()
+
+
 def test_the_client_example_runs_as_written(tmp_path: Path) -> None:
     """The Python example of the Client section, saved as a file and run against the demo server."""
     [example] = fenced_blocks("Client", "python")
-    with serve_process(tmp_path) as server:
-        script = tmp_path / "client_example.py"
-        script.write_text("\n".join(example).replace(DEFAULT_HTTP_LISTEN, f"127.0.0.1:{server.ports.http}"))
-        done = subprocess.run(
-            [str(REPO / ".venv" / "bin" / "python"), str(script)],
-            cwd=tmp_path,
-            env=child_env(),
-            capture_output=True,
-            text=True,
-            timeout=STEP_SECONDS,
-        )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines() == [
+    with serve_process(tmp_path / "server") as server:
+        printed = run_python_example(example, server, tmp_path)
+    assert printed == [
         "TASK_STATE_COMPLETED ()",
         "task",
         "artifact_update",
         "status_update",
         "a2a-grpc demo agent",
     ]
+
+
+def test_the_quick_start_runs_as_written(tmp_path: Path) -> None:
+    run_section("Quick start", tmp_path)
+
+
+def test_the_quick_start_python_client_prints_what_the_readme_says(tmp_path: Path) -> None:
+    [example] = fenced_blocks("Quick start", "python")
+    assert len([line for line in example if line.strip()]) <= 10
+    with serve_process(tmp_path / "server") as server:
+        assert run_python_example(example, server, tmp_path) == ["TASK_STATE_COMPLETED hello"]
+
+
+def test_the_client_lines_run_as_written(tmp_path: Path) -> None:
+    run_section("Client", tmp_path)
+
+
+def test_the_extensions_client_example_runs_as_written(tmp_path: Path) -> None:
+    """The client half of the Extensions section, against the example card that requires the extension."""
+    example = fenced_blocks("Extensions", "python")[-1]
+    card = str(REQUIRED_EXTENSION_CARD)
+    with serve_process(tmp_path / "server", "--card", card) as server:
+        assert run_python_example(example, server, tmp_path) == [f"('{PRIORITY}',)"]
+
+
+async def test_the_replica_lines_run_as_written(tmp_path: Path, postgres_server: str) -> None:
+    """The two replicas of the local-database section, on a role and a database made as that section's
+    (root-only) lines make them, in the tests' own throwaway cluster standing in for port 5433."""
+    import asyncpg  # the postgres extra: installed by scripts/test
+
+    admin = await asyncpg.connect(postgres_server)
+    try:
+        await admin.execute("DO $$BEGIN CREATE ROLE a2a LOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END$$")
+        await admin.execute("DROP DATABASE IF EXISTS a2a WITH (FORCE)")
+        await admin.execute("CREATE DATABASE a2a OWNER a2a")
+        cluster = ADDRESS.search(postgres_server)
+        assert cluster is not None, postgres_server
+        run_section("Two replicas on it", tmp_path, addresses_given={"127.0.0.1:5433": cluster[0]})
+    finally:
+        await admin.execute("DROP DATABASE IF EXISTS a2a WITH (FORCE)")
+        await admin.close()
+
+
+# The sections whose ```sh blocks the tests run (here, and tests/test_stubs_doc.py), and those they cannot
+# run, with why. A new section with shell lines must join one of the two.
+SHELL_SECTIONS_RUN = {
+    "Quick start",
+    "Generate the stubs",  # tests/test_stubs_doc.py, in a fresh venv
+    "A walk through the RPCs with grpcurl",
+    "Extensions",
+    "The two built-in extensions",
+    "A2A 0.3 clients",
+    "Client",
+    "Two replicas on it",
+    "Before a release: a soak",
+}
+SHELL_SECTIONS_NOT_RUN = {
+    "The two commands": "scripts/test is the suite itself; scripts/serve is what every section here starts",
+    "TLS": "HOST and the certificate files stand for the reader's own (tests/test_tls.py runs these flags)",
+    "Signed agent cards": "writes a key into the checkout and serves in the foreground (test_card_verify_cli.py)",
+    "Tracing": "installs the otel extra into .venv, which the test install has already",
+    "A local database for trying replicas": "needs root and apt-get; the tests run the same binaries themselves",
+    "The container image": "needs docker (tests/test_deploy.py checks the Dockerfile)",
+}
+
+
+def test_every_shell_block_is_run_or_says_why_not() -> None:
+    with_shell = {
+        title
+        for document in DOCUMENTS
+        for title, lines in sections(document)
+        if any(line.strip() == "```sh" for line in lines)
+    }
+    assert not SHELL_SECTIONS_RUN & set(SHELL_SECTIONS_NOT_RUN)
+    assert with_shell == SHELL_SECTIONS_RUN | set(SHELL_SECTIONS_NOT_RUN)
+
+
+def anchor(title: str) -> str:
+    """GitHub's anchor of a heading: lower case, punctuation dropped, spaces as hyphens."""
+    return re.sub(r"[^\w\- ]", "", title.lower()).replace(" ", "-")
+
+
+def test_the_links_between_the_documents_resolve() -> None:
+    broken = []
+    for document in DOCUMENTS:
+        for target in re.findall(r"\]\(([^)\s]+)\)", document.read_text()):
+            if target.startswith(("http://", "https://")):
+                continue
+            path, _, fragment = target.partition("#")
+            linked = (document.parent / path).resolve() if path else document
+            if not linked.exists():
+                broken.append(f"{document.name}: {target}")
+            elif fragment and fragment not in {anchor(name) for name, _ in sections(linked)}:
+                broken.append(f"{document.name}: {target} (no such heading)")
+    assert not broken
+
+
+def test_the_readme_is_a_front_door() -> None:
+    """At most about 400 lines, a table of contents naming each of its sections, and every docs page linked."""
+    text = README.read_text()
+    assert len(text.splitlines()) <= 400
+    contents = "\n".join(section_lines("Contents"))
+    level_two = [line.removeprefix("## ") for line in text.splitlines() if line.startswith("## ")]
+    assert [name for name in level_two if f"(#{anchor(name)})" not in contents] == ["Contents"]
+    assert all(f"(docs/{page.name})" in text for page in DOCS.glob("*.md"))
