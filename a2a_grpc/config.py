@@ -10,6 +10,7 @@ Precedence, lowest first: the flag's built-in default, the file, the flag's envi
 `[A2A_GRPC_...]` at the end of its help), the flag itself. A repeatable flag given on the command line
 replaces the list of the lower layers rather than adding to it. The file is located by `--config FILE`,
 else by A2A_GRPC_CONFIG; its relative paths are relative to the working directory, as a flag's are.
+`config check` also loads the card files the file names and imports its agent, as `serve` would.
 """
 
 from __future__ import annotations
@@ -25,6 +26,9 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
+
+from a2a_grpc.card import CardError, load_card
+from a2a_grpc.server import load_agent
 
 CONFIG_ENV = "A2A_GRPC_CONFIG"
 CONFIG_KEY = "config"  # the dest of --config: not a key of the file itself
@@ -435,6 +439,34 @@ def add_config_parser(
     return show_parser
 
 
+def check_references(config: ConfigFile, serve_parser: argparse.ArgumentParser) -> list[str]:
+    """What `serve` would refuse to start on in a file that parsed: card files that do not load as agent
+    cards, an agent that does not import (from the file's app_dir, as serve imports it)."""
+    problems = []
+    for key in ("card", "extended_card"):
+        if key in config.values:
+            try:
+                load_card(config.values[key])
+            except CardError as error:
+                problems.append(f"{config.where(key)}: {key}: {error}")
+    if "agent" in config.values:
+        problems += _agent_problems(config, config.values.get("app_dir", serve_parser.get_default("app_dir")))
+    return problems
+
+
+def _agent_problems(config: ConfigFile, app_dir: str) -> list[str]:
+    if not os.path.isdir(app_dir):
+        return [f"{config.where('app_dir')}: app_dir: {app_dir} is not a directory"]
+    sys.path.insert(0, os.path.abspath(app_dir))
+    try:
+        load_agent(config.values["agent"])
+    except ValueError as error:
+        return [f"{config.where('agent')}: agent: {error}"]
+    finally:
+        sys.path.remove(os.path.abspath(app_dir))
+    return []
+
+
 def run_config_command(
     args: argparse.Namespace,
     parser: argparse.ArgumentParser,
@@ -448,7 +480,9 @@ def run_config_command(
             if not args.file:
                 print(f"a2a-grpc config check: error: name the FILE (or set {CONFIG_ENV})", file=sys.stderr)
                 return EXIT_USAGE
-            load(args.file, serve_parser)
+            problems = check_references(load(args.file, serve_parser), serve_parser)
+            if problems:
+                raise ConfigError(problems)
             print("ok")
             return EXIT_OK
         resolved = resolve(parser, show_parser, argv)

@@ -11,7 +11,7 @@ import signal
 import sys
 import time
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import suppress
 from pathlib import Path
 from typing import Any
@@ -47,6 +47,16 @@ def clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in [name for name in os.environ if name.startswith("A2A_GRPC_")]:
         if name not in ("A2A_GRPC_TEST_POSTGRES_URL", "A2A_GRPC_REQUIRE_POSTGRES"):
             monkeypatch.delenv(name)
+
+
+@pytest.fixture(autouse=True)
+def forget_agent_modules() -> Iterator[None]:
+    """The agent modules `config check` imported from a test's folder are imported afresh by the next test."""
+    before = set(sys.modules)
+    yield
+    for name in set(sys.modules) - before:
+        if name.startswith(("config_check_", "mypackage")):
+            del sys.modules[name]
 
 
 def write_config(path: Path, text: str) -> Path:
@@ -384,9 +394,18 @@ def test_key_lines_are_found_for_quoted_dotted_and_table_keys() -> None:
     assert [key_line(text, key) for key in ("listen", "store", "agent", "card", "grace")] == [2, 3, 4, 5, None]
 
 
-def test_the_docs_example_config_file_passes_config_check(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_docs_example_config_file_passes_config_check(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     section = "\n".join(section_lines("Config file"))  # docs/configuration.md
     example = section.split("```toml\n", 1)[1].split("```", 1)[0]
+    monkeypatch.chdir(tmp_path)  # with the card and the agent the example names
+    settings = tomllib.loads(example)
+    Path(settings["card"]).write_text(json.dumps(CARD))
+    module, _, attr = settings["agent"].partition(":")
+    source = tmp_path / Path(*module.split("."))
+    source.parent.mkdir(parents=True, exist_ok=True)
+    source.with_suffix(".py").write_text(CHECKED_AGENT.replace("class Agent:", f"class {attr}:"))
     config = write_config(tmp_path / "a2a.toml", example)
     assert run(capsys, "config", "check", str(config)) == (0, "ok\n", "")
     assert "defaults < config file < environment < flags" in section
