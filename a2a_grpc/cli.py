@@ -13,6 +13,7 @@ import sys
 from collections.abc import Coroutine, Sequence
 from typing import Any, NoReturn
 
+import a2a_grpc.grpc_core_logs  # noqa: F401  (first: before anything imports grpc)
 from a2a_grpc import setting_types
 from a2a_grpc.auth import AuthSettings, JwtSettings
 from a2a_grpc.card import CardError

@@ -314,6 +314,37 @@ async def test_send_without_tls_to_a_tls_port_fails_cleanly(start_server: StartS
     assert time.monotonic() - started < REFUSED_WITHIN_SECONDS + 5  # + the interpreter's start
 
 
+OUR_LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} (DEBUG|INFO|WARNING|ERROR|CRITICAL) \S+: ")
+
+
+async def plaintext_call(target: str) -> grpc.StatusCode:
+    async with grpc.aio.insecure_channel(target) as channel:
+        stub = a2a_pb2_grpc.A2AServiceStub(channel)  # type: ignore[no-untyped-call]
+        with pytest.raises(grpc.aio.AioRpcError) as raised:
+            await stub.SendMessage(send_request(), metadata=V1, timeout=CALL_SECONDS)
+    return raised.value.code()
+
+
+@pytest.mark.parametrize("verbosity", [None, "INFO"], ids=["default", "GRPC_VERBOSITY=INFO"])
+async def test_a_refused_handshake_writes_no_grpc_core_line_unless_grpc_verbosity_asks(
+    tmp_path: Path, pki: Pki, monkeypatch: pytest.MonkeyPatch, verbosity: str | None
+) -> None:
+    monkeypatch.delenv("GRPC_VERBOSITY", raising=False)
+    issued = pki.server("server-a")
+    tls_flags = ("--tls-cert", str(issued.cert), "--tls-key", str(issued.key))
+    credentials = ClientTLS(pki.ca_file).channel_credentials()
+    env = {"GRPC_VERBOSITY": verbosity} if verbosity else {}
+    with serve_process(tmp_path / "logs", *tls_flags, credentials=credentials, env=env) as server:
+        assert await plaintext_call(server.grpc_target) == grpc.StatusCode.UNAVAILABLE
+        server.send_signal(signal.SIGTERM)
+        assert server.wait() == 0, server.stderr
+    raw = [line for line in server.stderr.splitlines() if not OUR_LOG_LINE.match(line)]
+    if verbosity is None:
+        assert raw == [], server.stderr
+    else:  # what the default leaves out: grpc core's own line per refused connection
+        assert any("Handshake failed" in line for line in raw), server.stderr
+
+
 def test_serve_refuses_tls_settings_it_cannot_use(tmp_path: Path, pki: Pki) -> None:
     first, second = pki.server("server-a"), pki.server("server-b")
     encrypted = tmp_path / "encrypted.key"
