@@ -224,8 +224,12 @@ async def test_cancel_of_an_input_required_task_calls_the_agents_cancel(
         stub = await serve(start_server, clients, agent=agent)
         task = (await stub.SendMessage(send_request("paint it"), metadata=V1)).task
         assert task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
-        canceled = await stub.CancelTask(a2a_pb2.CancelTaskRequest(id=task.id), metadata=V1)
-    assert agent.cancel_calls == [(task.id, "which colour?")], "the agent hears of it, with the question it asked"
+        request = a2a_pb2.CancelTaskRequest(id=task.id)
+        canceled, again = await asyncio.gather(
+            stub.CancelTask(request, metadata=V1), stub.CancelTask(request, metadata=V1), return_exceptions=True
+        )
+    assert agent.cancel_calls == [(task.id, "which colour?")], "the agent hears of it once, with its question"
+    assert isinstance(canceled, a2a_pb2.Task) and (again == canceled or isinstance(again, grpc.aio.AioRpcError))
     assert canceled.status.state == TaskState.TASK_STATE_CANCELED
     said = [part.text for part in canceled.status.message.parts]
     assert said == (["conversation closed"] if publish_canceled else []), "the agent's word, or the server's"

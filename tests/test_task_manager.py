@@ -7,6 +7,7 @@ import contextlib
 
 from conftest import send_request
 
+from a2a_grpc.agent import EventPublisher, RequestContext
 from a2a_grpc.agents.echo import EchoAgent
 from a2a_grpc.agents.writer import WriterAgent
 from a2a_grpc.call import CallContext
@@ -63,6 +64,14 @@ async def waiting_for_input(manager: TaskManager, call: CallContext) -> TaskRun:
     return run
 
 
+class CountedCancels(WriterAgent):
+    cancels = 0
+
+    async def cancel(self, context: RequestContext, events: EventPublisher) -> None:
+        self.cancels += 1
+        await super().cancel(context, events)
+
+
 async def test_a_load_under_way_is_shared_so_a_task_never_has_two_live_entries() -> None:
     """Two CancelTasks of a task that waits for input, the first one's load held: the second must not load
     the task again, cancel it and forget it before the first load answers with the task as it was (two
@@ -70,7 +79,8 @@ async def test_a_load_under_way_is_shared_so_a_task_never_has_two_live_entries()
     Both end well: the second joins the first's cancel (the agent's cancel runs once), or finds the task
     canceled already."""
     store = HeldFirstLoad()
-    manager = TaskManager(store, WriterAgent(chunk_delay=0))
+    agent = CountedCancels(chunk_delay=0)
+    manager = TaskManager(store, agent)
     call = CallContext(principal="p")
     run = await waiting_for_input(manager, call)
     assert manager._tasks.get(run.task_id) is None  # released: the next request loads it from the store
@@ -84,6 +94,7 @@ async def test_a_load_under_way_is_shared_so_a_task_never_has_two_live_entries()
     canceled = [outcome for outcome in outcomes if isinstance(outcome, a2a_pb2.Task)]
     refused = [outcome for outcome in outcomes if isinstance(outcome, TaskNotCancelableError)]
     assert canceled and len(canceled) + len(refused) == 2, outcomes
+    assert agent.cancels == 1, "the second cancel joins the first's run, which the task had at once"
     assert store.loads == 1
     stored = await store.get_task(run.task_id, "p")
     assert stored is not None and stored.status.state == a2a_pb2.TASK_STATE_CANCELED

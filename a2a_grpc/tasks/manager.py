@@ -287,14 +287,16 @@ class TaskManager:
         await live.durable()
         return live.task
 
-    async def _cancel_interrupted(self, live: LiveTask, call: CallContext) -> None:
+    def _cancel_interrupted(self, live: LiveTask, call: CallContext) -> asyncio.Future[None]:
         """The agent's `cancel` on a task that waits for input (or auth): a run of its own, which publishes
-        CANCELED or has the server do it, as for a running task."""
+        CANCELED or has the server do it, as for a running task. The run is the task's at once, so a
+        concurrent CancelTask joins it and a message continuing the task is refused meanwhile."""
         status = live.task.status
         message = status.message if status.HasField("message") else a2a_pb2.Message()
         run = live.run = TaskRun(self._runs, live, RequestContext(message, live, self._agent_view(call)), created=False)
-        await self._runs.cancel_once(run)
-        self._runs.end_cancel_run(run)
+        cancelling = self._runs.cancel_once(run)
+        cancelling.add_done_callback(lambda _: self._runs.end_cancel_run(run))
+        return cancelling
 
     # ---- start and stop ----------------------------------------------------------------------
 
