@@ -225,9 +225,10 @@ async def test_cancel_of_an_input_required_task_calls_the_agents_cancel(
         task = (await stub.SendMessage(send_request("paint it"), metadata=V1)).task
         assert task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
         request = a2a_pb2.CancelTaskRequest(id=task.id)
-        canceled, again = await asyncio.gather(
+        outcomes: list[Any] = await asyncio.gather(
             stub.CancelTask(request, metadata=V1), stub.CancelTask(request, metadata=V1), return_exceptions=True
         )
+        canceled, again = outcomes
     assert agent.cancel_calls == [(task.id, "which colour?")], "the agent hears of it once, with its question"
     assert isinstance(canceled, a2a_pb2.Task) and (again == canceled or isinstance(again, grpc.aio.AioRpcError))
     assert canceled.status.state == TaskState.TASK_STATE_CANCELED
