@@ -225,12 +225,14 @@ async def test_cancel_of_an_input_required_task_calls_the_agents_cancel(
         task = (await stub.SendMessage(send_request("paint it"), metadata=V1)).task
         assert task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
         request = a2a_pb2.CancelTaskRequest(id=task.id)
-        outcomes: list[Any] = await asyncio.gather(
+        results = await asyncio.gather(
             stub.CancelTask(request, metadata=V1), stub.CancelTask(request, metadata=V1), return_exceptions=True
         )
-        canceled, again = outcomes
+    canceled: Any = results[0]
+    again: Any = results[1]
     assert agent.cancel_calls == [(task.id, "which colour?")], "the agent hears of it once, with its question"
-    assert isinstance(canceled, a2a_pb2.Task) and (again == canceled or isinstance(again, grpc.aio.AioRpcError))
+    assert isinstance(canceled, a2a_pb2.Task), canceled
+    assert again == canceled or isinstance(again, grpc.aio.AioRpcError), again
     assert canceled.status.state == TaskState.TASK_STATE_CANCELED
     said = [part.text for part in canceled.status.message.parts]
     assert said == (["conversation closed"] if publish_canceled else []), "the agent's word, or the server's"
