@@ -3,7 +3,7 @@
 # .dockerignore trims). The builder installs the project with its postgres and fast (uvloop) extras into a
 # virtualenv; the image keeps that virtualenv only (no pip cache, no build tools, no source tree) and runs
 # `a2a-grpc serve` as an unprivileged user, listening on every interface of the container.
-# Deployment notes (Kubernetes, TLS in front, readiness): README.md, "Deploying"; deploy/ has the manifests.
+# Deployment notes (Kubernetes, TLS in front, readiness): docs/operations.md, "Deploying"; deploy/ has the manifests.
 
 ARG PYTHON_IMAGE=python:3.11-slim
 

@@ -92,7 +92,9 @@ async def test_an_agent_without_cancel_is_served_after_a_one_line_warning(
     [warning] = agent_warnings(caplog)
     assert "firsthour_waiting:WaitingAgent has no cancel(context, events) method" in warning
     assert "\n" not in warning
-    # what the warning says happens then
+    # what the warning says happens then, and nothing fails on the way
+    caplog.clear()
+    caplog.set_level(logging.ERROR, logger="a2a_grpc.tasks")
     server = await start_server(agent=agent)
     async with grpc.aio.insecure_channel(server.grpc_target) as channel:
         stub = a2a_pb2_grpc.A2AServiceStub(channel)  # type: ignore[no-untyped-call]
@@ -100,6 +102,7 @@ async def test_an_agent_without_cancel_is_served_after_a_one_line_warning(
         task = (await stub.SendMessage(request, metadata=V1, timeout=COMMAND_SECONDS)).task
         canceled = await stub.CancelTask(a2a_pb2.CancelTaskRequest(id=task.id), metadata=V1, timeout=COMMAND_SECONDS)
     assert canceled.status.state == a2a_pb2.TASK_STATE_CANCELED
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
 
 
 def flag_help(help_text: str) -> dict[str, str]:

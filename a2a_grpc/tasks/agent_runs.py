@@ -182,9 +182,11 @@ class AgentRuns:
 
     async def _cancel_run(self, run: TaskRun) -> None:
         run.context.request_cancel()
+        cancel = getattr(self.executor, "cancel", None)  # optional: the server warned at start when it is missing
         try:
-            async with asyncio.timeout(CANCEL_GRACE_SECONDS):
-                await self.executor.cancel(run.context, EventPublisher(run))
+            if cancel is not None:
+                async with asyncio.timeout(CANCEL_GRACE_SECONDS):
+                    await cancel(run.context, EventPublisher(run))
         except Exception:
             log.exception("agent cancel handler failed on task %s", run.live.task.id)
         if run.live.state not in TERMINAL_STATES and run.live.run is run:
