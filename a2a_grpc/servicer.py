@@ -29,7 +29,6 @@ from a2a_grpc.extensions import MAX_EXTENSION_PAYLOAD_BYTES, ExtensionPayload, E
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.protocol import STREAM_AFTER_HEADER
 from a2a_grpc.push.guard import PushTargetRefused
-from a2a_grpc.store import TaskQuery
 from a2a_grpc.tasks import Subscriber, SubscriptionStoppedError, TaskManager, TaskRun, task_view, wait_durable
 from a2a_grpc.validation import (
     MAX_PARTS,
@@ -172,19 +171,7 @@ class A2AServicer:
 
     async def ListTasks(self, request: a2a_pb2.ListTasksRequest, call: CallContext) -> a2a_pb2.ListTasksResponse:
         page_size = validate_list(request)
-        query = TaskQuery(
-            owner="",
-            page_size=page_size,
-            context_id=request.context_id,
-            state=request.status,
-            page_token=request.page_token,
-            include_artifacts=request.HasField("include_artifacts") and request.include_artifacts,
-        )
-        if request.HasField("status_timestamp_after"):
-            after = request.status_timestamp_after
-            query.status_after_us = after.seconds * 1_000_000 + after.nanos // 1000
-        history_length = request.history_length if request.HasField("history_length") else None
-        page = await self.manager.list_tasks(query, call, history_length, self.max_list_page_bytes)
+        page = await self.manager.list_tasks(request, page_size, call, self.max_list_page_bytes)
         return a2a_pb2.ListTasksResponse(
             tasks=page.tasks, next_page_token=page.next_page_token, page_size=page_size, total_size=page.total_size
         )

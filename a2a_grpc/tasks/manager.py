@@ -17,7 +17,6 @@ storing and publishing changes, and a full store), `AgentRuns` (the agent's runs
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 from collections.abc import Callable, Iterable
 from typing import cast
 
@@ -108,12 +107,14 @@ class TaskManager:
         return task
 
     async def list_tasks(
-        self, query: TaskQuery, call: CallContext, history_length: int | None, max_bytes: int
+        self, request: a2a_pb2.ListTasksRequest, page_size: int, call: CallContext, max_bytes: int
     ) -> TaskPage:
-        """One page of the caller's tasks (the query's owner is the caller, whatever it said), as responses
-        show them; a page whose tasks pass `max_bytes` ends early, and the next one starts after its last."""
+        """One page of the caller's tasks that match a (validated) ListTasks request, as responses show them;
+        a page whose tasks pass `max_bytes` ends early, and the next one starts after its last."""
+        query = _task_query(request, page_size, call.owner)
+        history_length = request.history_length if request.HasField("history_length") else None
         try:
-            page = await self.store.list_tasks(dataclasses.replace(query, owner=call.owner))
+            page = await self.store.list_tasks(query)
         except InvalidPageTokenError:
             raise bad_page_token() from None
         shown = TaskPage(next_page_token=page.next_page_token, total_size=page.total_size)
@@ -345,6 +346,21 @@ class TaskManager:
         for live in self._tasks:
             counts[live.state] = counts.get(live.state, 0) + 1
         return counts
+
+
+def _task_query(request: a2a_pb2.ListTasksRequest, page_size: int, owner: str) -> TaskQuery:
+    query = TaskQuery(
+        owner=owner,
+        page_size=page_size,
+        context_id=request.context_id,
+        state=request.status,
+        page_token=request.page_token,
+        include_artifacts=request.HasField("include_artifacts") and request.include_artifacts,
+    )
+    if request.HasField("status_timestamp_after"):
+        after = request.status_timestamp_after
+        query.status_after_us = after.seconds * 1_000_000 + after.nanos // 1000
+    return query
 
 
 def _first_push_config(
