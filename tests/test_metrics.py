@@ -108,20 +108,27 @@ async def test_streams_events_and_task_states_move_as_a_task_runs(start_server: 
     try:
         async with asyncio.timeout(TEST_SECONDS):
             samples = await scrape(server)
-            assert labelled(samples, "a2a_tasks", "state") >= {"submitted", "working", "completed", "input_required"}
-            assert value(samples, "a2a_tasks", state="working") == 0
+            assert labelled(samples, "a2a_live_tasks", "state") >= {
+                "submitted",
+                "working",
+                "completed",
+                "input_required",
+            }
+            assert value(samples, "a2a_live_tasks", state="working") == 0
             configuration = a2a_pb2.SendMessageConfiguration(return_immediately=True)
             task = (await stub.SendMessage(send_request(configuration=configuration), metadata=V1)).task
             call = stub.SubscribeToTask(a2a_pb2.SubscribeToTaskRequest(id=task.id), metadata=V1)
             first = await call.read()
             assert first.task.id == task.id
-            samples = await until(server, lambda s: value(s, "a2a_tasks", state="working") == 1, "the task working")
+            samples = await until(
+                server, lambda s: value(s, "a2a_live_tasks", state="working") == 1, "the task working"
+            )
             assert value(samples, "a2a_streams_active", method="SubscribeToTask") == 1
             assert value(samples, "a2a_stream_events_sent_total", method="SubscribeToTask") == 1
             agent.release.set()
             events = [first, *await read_all(call)]
             samples = await until(
-                server, lambda s: value(s, "a2a_tasks", state="working") == 0, "the task no longer held"
+                server, lambda s: value(s, "a2a_live_tasks", state="working") == 0, "the task no longer held"
             )
     finally:
         agent.release.set()

@@ -87,7 +87,7 @@ class Metrics:
         return methods[name]
 
     def count_tasks(self, counts: TaskCounts) -> None:
-        """Report `a2a_tasks{state}` at each scrape, from `counts()`."""
+        """Report `a2a_live_tasks{state}` at each scrape, from `counts()`."""
         self.registry.register(_TaskStates(counts))
 
     def activated(self, uris: Iterable[str]) -> None:
@@ -197,10 +197,10 @@ class _Calls:
 
 
 class _TaskStates:
-    """`a2a_tasks{state}`, every state listed (0 included), read from the task manager at each scrape."""
+    """`a2a_live_tasks{state}`, every state listed (0 included), read from the task manager at each scrape."""
 
-    NAME = "a2a_tasks"
-    HELP = "Tasks this server process holds (worked on or watched), by state."
+    NAME = "a2a_live_tasks"
+    HELP = "Tasks this server process holds in memory (worked on or watched), by state; not the tasks in the store."
 
     def __init__(self, counts: TaskCounts) -> None:
         self._counts = counts
