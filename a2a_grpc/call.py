@@ -35,7 +35,8 @@ class CallContext:
     `activated_extensions` is the subset the agent declares and whose dependencies are active, and
     `echo` their comma-joined form as the response's `a2a-extensions` ("" when none is active).
     `time_remaining()` is the seconds left before the client's deadline, None when it set none (counted from
-    the deadline read when the call arrived: a2a_grpc.arrival).
+    the deadline read when the call arrived: a2a_grpc.arrival); an agent's says None too once the call is over
+    (a2a_grpc.tasks.agent_view).
     `principal` is the authenticated caller ("" on an open server or for an anonymous caller), `claims` what
     its credential said about it (a JWT's claims, a client certificate's names: a2a_grpc.auth), read-only.
     `trace_context` is the call's server span, with tracing on (a2a_grpc.telemetry.tracing); None when off.

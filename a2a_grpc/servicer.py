@@ -135,12 +135,15 @@ class A2AServicer:
         await self._accept_send(request, call)
         run = await self.manager.submit(request, call)
         await self._put_send_push_config(request, run, call)
-        configuration = request.configuration
-        if not configuration.return_immediately:
-            await run.settled
-        if run.reply is not None:
-            return a2a_pb2.SendMessageResponse(message=run.reply).SerializeToString()
-        return send_message_response(task_view(await run.durable_task(), _history_length(configuration)))
+        try:
+            configuration = request.configuration
+            if not configuration.return_immediately:
+                await run.settled
+            if run.reply is not None:
+                return a2a_pb2.SendMessageResponse(message=run.reply).SerializeToString()
+            return send_message_response(task_view(await run.durable_task(), _history_length(configuration)))
+        finally:
+            run.call_over()
 
     async def SendStreamingMessage(self, request: a2a_pb2.SendMessageRequest, call: CallContext) -> StreamEvents:
         self._require_streaming()
@@ -160,6 +163,7 @@ class A2AServicer:
             async for event in _stream(first, run.snapshot_seq, subscriber, call):
                 yield event
         finally:
+            run.call_over()
             await self.manager.unsubscribe(run.live, subscriber)
 
     # ---- tasks -------------------------------------------------------------------------------

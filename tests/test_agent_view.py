@@ -8,10 +8,11 @@ from pathlib import Path
 import grpc
 import pytest
 from conftest import BASE_CARD, V1, StartServer, send_request
-from rpc_helpers import make_stub
+from rpc_helpers import make_stub, wait_for_state
 
 from a2a_grpc.agent import EventPublisher, RequestContext
 from a2a_grpc.auth import AuthSettings
+from a2a_grpc.generated import a2a_pb2
 
 TEST_SECONDS = 30
 PARTNER_KEY = "partner-key-5c1d"
@@ -66,3 +67,36 @@ async def test_an_agent_sees_the_headers_but_not_the_credentials_unless_it_asks(
         assert credentials <= seen.keys() and seen["x-partner-key"] == PARTNER_KEY, seen
     else:
         assert credentials.isdisjoint(seen), seen
+
+
+class ClockAgent:
+    """Reads time_remaining() as it starts, then again once told to go on (after the call has its answer)."""
+
+    def __init__(self) -> None:
+        self.go_on = asyncio.Event()
+        self.readings: list[float | None] = []
+
+    async def execute(self, context: RequestContext, events: EventPublisher) -> None:
+        self.readings.append(context.call.time_remaining())
+        await events.working()
+        await self.go_on.wait()
+        self.readings.append(context.call.time_remaining())
+        await events.complete()
+
+    async def cancel(self, context: RequestContext, events: EventPublisher) -> None:
+        await events.canceled()
+
+
+async def test_time_remaining_is_none_once_the_call_that_started_the_run_is_over(start_server: StartServer) -> None:
+    agent = ClockAgent()
+    request = send_request(configuration=a2a_pb2.SendMessageConfiguration(return_immediately=True))
+    async with asyncio.timeout(TEST_SECONDS):
+        server = await start_server(agent=agent)
+        async with grpc.aio.insecure_channel(server.grpc_target) as channel:
+            stub = make_stub(channel)
+            task = (await stub.SendMessage(request, metadata=V1, timeout=20)).task
+            agent.go_on.set()
+            await wait_for_state(stub, task.id, [a2a_pb2.TASK_STATE_COMPLETED])
+    during, after = agent.readings
+    assert during is not None and 0 < during <= 20, "the call's deadline, while the call lasts"
+    assert after is None, "the call answered at once: its deadline is no longer the agent's"

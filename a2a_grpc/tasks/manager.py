@@ -204,8 +204,9 @@ class TaskManager:
         if created and request.configuration.HasField("task_push_notification_config"):
             live.push_config = _first_push_config(request.configuration.task_push_notification_config, live)
         metadata = request.metadata if request.HasField("metadata") else None
-        context = RequestContext(message, live, self._agent_view(call), metadata)
-        run = live.run = TaskRun(self._runs, live, context, created=created)
+        agent_call, clock = self._agent_view(call)
+        run = live.run = TaskRun(self._runs, live, RequestContext(message, live, agent_call, metadata), created=created)
+        run.clock = clock
         if subscriber is not None:
             subscriber.attach(self._tasks.log(live), live.seq, live.seq)
             live.subscribers.append(subscriber)
@@ -294,7 +295,8 @@ class TaskManager:
         concurrent CancelTask joins it and a message continuing the task is refused meanwhile."""
         status = live.task.status
         message = status.message if status.HasField("message") else a2a_pb2.Message()
-        run = live.run = TaskRun(self._runs, live, RequestContext(message, live, self._agent_view(call)), created=False)
+        agent_call, _ = self._agent_view(call)
+        run = live.run = TaskRun(self._runs, live, RequestContext(message, live, agent_call), created=False)
         cancelling = self._runs.cancel_once(run)
         cancelling.add_done_callback(lambda _: self._runs.end_cancel_run(run))
         return cancelling

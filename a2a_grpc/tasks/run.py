@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from a2a_grpc.agent import RequestContext
 from a2a_grpc.generated import a2a_pb2
+from a2a_grpc.tasks.agent_view import CallClock
 from a2a_grpc.tasks.live import LiveTask, copy_task
 
 if TYPE_CHECKING:
@@ -27,6 +28,7 @@ class TaskRun:
     __slots__ = (
         "_runs",
         "cancelling",
+        "clock",
         "context",
         "created",
         "live",
@@ -53,6 +55,12 @@ class TaskRun:
         self.snapshot: a2a_pb2.Task | None = None
         self.snapshot_seq = 0
         self.trace: TraceContext | None = context.call.trace_context
+        self.clock: CallClock | None = None  # the agent's time_remaining(), told when the call is over
+
+    def call_over(self) -> None:
+        """The call that sent the message has its answer: the agent's time_remaining() is None from now on."""
+        if self.clock is not None:
+            self.clock.over()
 
     @property
     def task_id(self) -> str:
