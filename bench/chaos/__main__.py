@@ -49,12 +49,13 @@ def _rss(chaos: ScenarioRun) -> str:
     return ", ".join(parts)
 
 
-def summary(ledger: Ledger, seed: int, profile: str, seconds: float) -> str:
+def summary(ledger: Ledger, seed: int, length: str, seconds: float) -> str:
+    """The one line a run ends with; `length` says how long it was asked to run ("profile ci", "1800 s")."""
     latencies = sorted(ledger.health_latencies)
     p99 = latencies[int(len(latencies) * 0.99)] * 1000 if latencies else float("nan")
     median = statistics.median(latencies) * 1000 if latencies else float("nan")
     return (
-        f"chaos: seed {seed}, profile {profile}: {ledger.calls} calls ({ledger.cuts} cut by the client), "
+        f"chaos: seed {seed}, {length}: {ledger.calls} calls ({ledger.cuts} cut by the client), "
         f"{ledger.faults} faults injected, {ledger.violation_count} violations; health p50 {median:.1f} ms, "
         f"p99 {p99:.1f} ms; {seconds:.0f} s"
     )
@@ -87,10 +88,12 @@ def main(argv: list[str] | None = None) -> int:
             ledger = asyncio.run(run(scenarios, args.seed, seconds, min_rounds, Path(workdir)))
     for violation in ledger.violations:
         print(f"violation: {violation}")
+    length = f"profile {args.profile}" if args.duration is None else f"{args.duration:g} s"
     if ledger.violation_count:
         only = "".join(f" --scenario {s.name}" for s in scenarios) if args.scenario else ""
-        print(f"reproduce: scripts/chaos --profile {args.profile} --seed {args.seed}{only}")
-    print(summary(ledger, args.seed, args.profile, time.monotonic() - began))
+        how_long = f"--profile {args.profile}" if args.duration is None else f"--duration {args.duration:g}"
+        print(f"reproduce: scripts/chaos {how_long} --seed {args.seed}{only}")
+    print(summary(ledger, args.seed, length, time.monotonic() - began))
     return 1 if ledger.violation_count else 0
 
 
