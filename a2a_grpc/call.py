@@ -5,12 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from a2a_grpc.errors import Metadata
-
-if TYPE_CHECKING:
-    from a2a_grpc.telemetry.tracing import TraceContext
 
 
 def no_deadline() -> float | None:
@@ -51,7 +48,8 @@ class CallContext:
     requested_extensions: tuple[str, ...] = ()
     activated_extensions: tuple[str, ...] = ()
     echo: str = ""
-    trace_context: TraceContext | None = field(default=None, repr=False, compare=False)
+    # a2a_grpc.telemetry.tracing.TraceContext, which this bottom layer does not name (tracing reads it)
+    trace_context: Any = field(default=None, repr=False, compare=False)
     claims: Mapping[str, Any] = field(default_factory=no_claims, repr=False, compare=False)
     tenant: str = ""
     peer: str = ""  # the transport's address of the caller, as grpc names it ("ipv4:127.0.0.1:53124")

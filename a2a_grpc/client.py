@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Generic, TypedDict, TypeVar, Unpack
+from typing import TYPE_CHECKING, Any, Generic, TypedDict, TypeVar, Unpack, cast
 
 import grpc
 from google.protobuf import empty_pb2
@@ -84,7 +84,7 @@ class ExtensionPropagator:
     def trace_context(self) -> TraceContext | None:
         """The served call's trace, when the server traces: a client given this propagator then traces its
         calls too, as children of the current span (the agent's, inside its run), else of the served call's."""
-        return self.call.trace_context
+        return cast("TraceContext | None", self.call.trace_context)
 
 
 class CallOptions(TypedDict, total=False):
