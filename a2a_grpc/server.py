@@ -99,7 +99,7 @@ class ServerSettings:
     # A2A 0.3 clients' service (a2a.v1.A2AService) beside 1.0's, and the 0.3 fields in the card (a2a_grpc.v0_3)
     serve_v03: bool = True
     # Where unary calls echo a2a-extensions besides the trailers: grpc.aio sends unary response headers
-    # in a transport operation of their own, which costs ~20% of a SendMessage. Streams always echo in
+    # in a transport operation of their own (its cost: docs/performance.md). Streams always echo in
     # their headers (before the first event) and trailers.
     echo_unary_headers: bool = False
     max_list_page_bytes: int = MAX_LIST_PAGE_BYTES  # a ListTasks page ends early past this size
