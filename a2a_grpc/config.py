@@ -1,15 +1,14 @@
 """The config file of `a2a-grpc serve`, and the `a2a-grpc config check` and `config show` commands.
 
-The file is TOML. Its top-level keys are serve's long flags with `-` as `_` (`listen`, `http_listen`,
-`store`, `max_list_page_bytes`, ...), read against the serve parser's own actions: a flag added to
-`serve` is a key of the file with nothing to add here. Each value goes through the flag's `type=`
-converter and `choices`, so it is checked as the flag would be; a repeatable flag (action="append") takes
-a list, an on/off flag (store_true) takes true or false, a flag with a numeric converter takes a number.
+The file is TOML. Its top-level keys are the keys of a2a_grpc.settings (serve's long flags with `-` as `_`:
+`listen`, `http_listen`, `store`, `max_list_page_bytes`, ...). Each value goes through its setting's
+converter and choices, so it is checked as the flag would be; a repeatable setting takes a list, an on/off
+one true or false, one with a numeric converter a number.
 
-Precedence, lowest first: the flag's built-in default, the file, the flag's environment variable (the
-`[A2A_GRPC_...]` at the end of its help), the flag itself. A repeatable flag given on the command line
-replaces the list of the lower layers rather than adding to it. The file is located by `--config FILE`,
-else by A2A_GRPC_CONFIG; its relative paths are relative to the working directory, as a flag's are.
+Precedence, lowest first: the setting's built-in default, the file, its environment variable, its flag. A
+repeatable flag given on the command line replaces the list of the lower layers rather than adding to it.
+The file is located by `--config FILE`, else by A2A_GRPC_CONFIG; its relative paths are relative to the
+working directory, as a flag's are.
 `config check` also loads the card files the file names and imports its agent, as `serve` would.
 """
 
@@ -17,32 +16,28 @@ from __future__ import annotations
 
 import argparse
 import difflib
-import math
 import os
 import re
 import sys
 import tomllib
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 from a2a_grpc.card import CardError, load_card
 from a2a_grpc.server import load_agent
+from a2a_grpc.settings import FILE_SETTINGS, Kind, Setting
+from a2a_grpc.settings.flags import add_serve_arguments
+from a2a_grpc.settings.setting import Converter
+from a2a_grpc.settings.shown import number_text, redact, toml_value
 
 CONFIG_ENV = "A2A_GRPC_CONFIG"
 CONFIG_KEY = "config"  # the dest of --config: not a key of the file itself
-ENV_IN_HELP = re.compile(r"\[(A2A_GRPC_[A-Z0-9_]+)\]")
 TOML_ERROR_LINE = re.compile(r"\(at line (\d+), column \d+\)")
-REDACTED = "***"
 EXIT_OK = 0
 EXIT_USAGE = 2
-# a URL's password (scheme://user:PASSWORD@host: up to the last @, so a password with a / in it is covered too)
-URL_PASSWORD = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://[^:@/]*:)(.*)@")
-URL_SECRET_PARAMETER = re.compile(r"([?&](?:password|passwd|sslpassword|token|secret)=)[^&#]*", re.IGNORECASE)
-SECRET_WORDS = ("token", "secret", "password")  # a key naming one of these never shows its value
 _UNSET: Any = object()
-_Converter = Callable[[str], Any]
 
 
 class ConfigError(Exception):
@@ -63,48 +58,6 @@ class _Problem(Exception):
 
 
 @dataclass(frozen=True)
-class Setting:
-    """One key of the file: the flag it stands for and the environment variable that overrides it."""
-
-    key: str
-    flag: str
-    action: argparse.Action
-    env: str
-
-    @property
-    def dest(self) -> str:
-        return self.action.dest
-
-    @property
-    def repeatable(self) -> bool:
-        return isinstance(self.action, argparse._AppendAction)
-
-    @property
-    def switch(self) -> bool:
-        """An on/off flag (store_true, store_false, or --x/--no-x): true or false in the file."""
-        return _is_switch(self.action)
-
-
-def _is_switch(action: argparse.Action) -> bool:
-    return isinstance(action, argparse.BooleanOptionalAction) or (action.nargs == 0 and isinstance(action.const, bool))
-
-
-def settings(parser: argparse.ArgumentParser) -> dict[str, Setting]:
-    """The keys a config file may set for `parser`, in its order: every long option but --help and --config."""
-    found: dict[str, Setting] = {}
-    for action in parser._actions:
-        flag = next((option for option in action.option_strings if option.startswith("--")), None)
-        if flag is None or action.dest in (argparse.SUPPRESS, CONFIG_KEY):
-            continue
-        if action.nargs == 0 and not _is_switch(action):  # --help, --version: not settings
-            continue
-        key = flag.removeprefix("--").replace("-", "_")
-        named = ENV_IN_HELP.search(action.help or "")
-        found[key] = Setting(key, flag, action, named[1] if named else f"A2A_GRPC_{key.upper()}")
-    return found
-
-
-@dataclass(frozen=True)
 class ConfigFile:
     """A config file that passed: each key's value (as the flag's converter made it) and the line it is on."""
 
@@ -117,8 +70,8 @@ class ConfigFile:
         return f"{self.path}:{line}" if line else self.path
 
 
-def load(path: str, parser: argparse.ArgumentParser) -> ConfigFile:
-    """The config file at `path`, checked against `parser`'s flags; ConfigError naming every problem."""
+def load(path: str) -> ConfigFile:
+    """The config file at `path`, checked against the settings; ConfigError naming every problem."""
     try:
         with open(path, "rb") as file:
             text = file.read().decode("utf-8")
@@ -132,16 +85,15 @@ def load(path: str, parser: argparse.ArgumentParser) -> ConfigFile:
         at = TOML_ERROR_LINE.search(str(error))
         where = f"{path}:{at[1]}" if at else path
         raise ConfigError([f"{where}: not valid TOML: {error}"]) from None
-    known = settings(parser)
     values: dict[str, Any] = {}
     lines: dict[str, int | None] = {}
     problems: list[str] = []
     for key, raw in document.items():
         line = key_line(text, key)
         where = f"{path}:{line}" if line else path
-        setting = known.get(key)
+        setting = FILE_SETTINGS.get(key)
         if setting is None:
-            problems.append(f"{where}: {_unknown(key, raw, known)}")
+            problems.append(f"{where}: {_unknown(key, raw)}")
             continue
         try:
             values[key] = _convert(setting, raw)
@@ -167,93 +119,84 @@ def key_line(text: str, key: str) -> int | None:
     return None
 
 
-def _unknown(key: str, raw: object, known: Mapping[str, Setting]) -> str:
+def _unknown(key: str, raw: object) -> str:
     if key == CONFIG_KEY:
         return f"{key}: a config file cannot name another one"
     if isinstance(raw, dict):
         return f"unknown table [{key}]: the settings are top-level keys (listen = ..., before any table)"
-    close = difflib.get_close_matches(key, known, n=1)
+    close = difflib.get_close_matches(key, FILE_SETTINGS, n=1)
     hint = f"did you mean {close[0]!r}?" if close else "the keys are serve's flags with - as _, e.g. http_listen"
     return f"unknown key {key!r} ({hint})"
 
 
 def _convert(setting: Setting, raw: object) -> Any:
     """`raw`, a TOML value, as the flag would have it after parsing; _Problem when it does not fit."""
-    action = setting.action
     if setting.switch:
         if not isinstance(raw, bool):
             raise _Problem(f"expected true or false, got {_kind(raw)}")
-        if isinstance(action, argparse.BooleanOptionalAction):
-            return raw
-        return action.const if raw else not action.const
-    if setting.repeatable:
+        return raw
+    if setting.kind is Kind.LIST:
         if not isinstance(raw, list):
             raise _Problem(f"expected a list (the flag {setting.flag} is repeatable), got {_kind(raw)}")
         items: list[Any] = []
         for index, item in enumerate(raw, start=1):
             try:
-                items.append(_scalar(action, item))
+                items.append(_scalar(setting, item))
             except _Problem as problem:
                 raise _Problem(f"item {index}: {problem}") from None
         return items
-    if action.nargs not in (None, "?"):
-        raise _Problem(f"cannot be set in a config file (give {setting.flag} on the command line)")
-    return _scalar(action, raw)
+    return _scalar(setting, raw)
 
 
-def _scalar(action: argparse.Action, raw: object) -> Any:
+def _scalar(setting: Setting, raw: object) -> Any:
     """One value of a flag: a string for a flag without a converter; a number when the converter makes one."""
     if isinstance(raw, bool) or not isinstance(raw, str | int | float):
-        raise _Problem(f"expected {_expected(action)}, got {_kind(raw)}")
-    if not isinstance(raw, str) and (action.type is None or _expected(action) == "a string"):
+        raise _Problem(f"expected {_expected(setting)}, got {_kind(raw)}")
+    if not isinstance(raw, str) and (setting.convert is None or _expected(setting) == "a string"):
         raise _Problem(f"expected a string, got {_kind(raw)}")
-    if action.type is None:
-        value: Any = raw
-    else:
-        convert: _Converter | None = action.type if callable(action.type) else None
-        if convert is None:
-            raise _Problem("cannot be set in a config file")
-        try:
-            value = convert(raw if isinstance(raw, str) else _number_text(raw))
-        except argparse.ArgumentTypeError as error:
-            raise _Problem(str(error)) from None
-        except (TypeError, ValueError):  # argparse's "invalid VALUE": say what was expected
-            raise _Problem(_invalid(action, convert, raw)) from None
-        numeric = isinstance(value, int | float) and not isinstance(value, bool)
-        if numeric and isinstance(raw, str):
-            raise _Problem(f"expected a number, got a string (write {raw.strip()} without quotes)")
-        if not numeric and not isinstance(raw, str):
-            raise _Problem(f"expected a string, got {_kind(raw)}")
-    if action.choices is not None and value not in action.choices:
-        choices = ", ".join(repr(choice) for choice in action.choices)
-        raise _Problem(f"expected one of {choices}, got {raw!r}")
+    value = raw if setting.convert is None else _converted(setting, setting.convert, raw)
+    if setting.choices is not None and value not in setting.choices:
+        raise _Problem(f"expected one of {_choices(setting.choices)}, got {raw!r}")
     return value
 
 
-def _invalid(action: argparse.Action, convert: _Converter, raw: str | int | float) -> str:
-    if action.choices is not None:
-        return f"expected one of {', '.join(repr(choice) for choice in action.choices)}, got {raw!r}"
-    expected = "an integer" if convert is int else _expected(action)
+def _converted(setting: Setting, convert: Converter, raw: str | int | float) -> Any:
+    try:
+        value = convert(raw if isinstance(raw, str) else number_text(raw))
+    except argparse.ArgumentTypeError as error:
+        raise _Problem(str(error)) from None
+    except (TypeError, ValueError):  # argparse's "invalid VALUE": say what was expected
+        raise _Problem(_invalid(setting, convert, raw)) from None
+    numeric = isinstance(value, int | float) and not isinstance(value, bool)
+    if numeric and isinstance(raw, str):
+        raise _Problem(f"expected a number, got a string (write {raw.strip()} without quotes)")
+    if not numeric and not isinstance(raw, str):
+        raise _Problem(f"expected a string, got {_kind(raw)}")
+    return value
+
+
+def _choices(choices: Sequence[str]) -> str:
+    return ", ".join(repr(choice) for choice in choices)
+
+
+def _invalid(setting: Setting, convert: Converter, raw: str | int | float) -> str:
+    if setting.choices is not None:
+        return f"expected one of {_choices(setting.choices)}, got {raw!r}"
+    expected = "an integer" if convert is int else _expected(setting)
     if expected == "a string" and isinstance(raw, str):
         return f"invalid value {raw!r}"
     return f"expected {expected}, got {_kind(raw)}"
 
 
-def _expected(action: argparse.Action) -> str:
-    """What a flag's value is in TOML: a number when its converter makes one of its default."""
-    if action.type is None:
+def _expected(setting: Setting) -> str:
+    """What a setting's value is in TOML: a number when its converter makes one of its default."""
+    if setting.convert is None:
         return "a string"
     try:
-        probe = action.type(str(action.default)) if callable(action.type) else None
+        probe = setting.convert(str(setting.default))
     except (argparse.ArgumentTypeError, TypeError, ValueError):
         return "a single value"
     return "a number" if isinstance(probe, int | float) and not isinstance(probe, bool) else "a string"
-
-
-def _number_text(number: int | float) -> str:
-    if isinstance(number, float) and not math.isfinite(number):
-        return "nan" if math.isnan(number) else ("inf" if number > 0 else "-inf")
-    return str(number)
 
 
 def _kind(raw: object) -> str:
@@ -292,21 +235,21 @@ def resolve(
 
     `command`'s defaults already read the environment: the file's values become the defaults of the settings
     whose variable is not set, and the command line is parsed again on top of them."""
-    known = settings(command)
-    given = _given(parser, list(known.values()), argv)
+    flags = {action.dest: action for action in command._actions}
+    given = _given(parser, [flags[key] for key in FILE_SETTINGS], argv)
     path = getattr(parser.parse_known_args(argv)[0], CONFIG_KEY, None)
-    file = load(path, command) if path else None
+    file = load(path) if path else None
     if file is not None:
         command.set_defaults(
-            **{known[key].dest: value for key, value in file.values.items() if known[key].env not in environ}
+            **{key: value for key, value in file.values.items() if FILE_SETTINGS[key].env not in environ}
         )
     args = parser.parse_known_args(argv)[0]
     sources: dict[str, str] = {}
-    for key, setting in known.items():
+    for key, setting in FILE_SETTINGS.items():
         if key in given:
             sources[key] = f"flag {setting.flag}"
-            if setting.repeatable:  # the flags' list, not the lower layers' with the flags' appended
-                setattr(args, setting.dest, given[key])
+            if setting.kind is Kind.LIST:  # the flags' list, not the lower layers' with the flags' appended
+                setattr(args, key, given[key])
         elif setting.env in environ:
             sources[key] = f"environment {setting.env}"
         elif file is not None and key in file.values:
@@ -316,52 +259,35 @@ def resolve(
     return Resolved(args, file, sources)
 
 
-def _given(parser: argparse.ArgumentParser, known: Sequence[Setting], argv: Sequence[str]) -> dict[str, Any]:
-    """The settings `argv` gives as flags, and their values: `argv` parsed with every default unset."""
-    with _defaults_unset(known):
+def _given(parser: argparse.ArgumentParser, flags: Sequence[argparse.Action], argv: Sequence[str]) -> dict[str, Any]:
+    """The settings `argv` gives as `flags`, and their values: `argv` parsed with every default unset."""
+    with _defaults_unset(flags):
         parsed = parser.parse_known_args(argv)[0]
     given: dict[str, Any] = {}
-    for setting in known:
-        value = getattr(parsed, setting.dest, _UNSET)
-        if value is not _UNSET and not (setting.repeatable and value is None):
-            given[setting.key] = value
+    for flag in flags:
+        value = getattr(parsed, flag.dest, _UNSET)
+        if value is not _UNSET and not (_repeatable(flag) and value is None):
+            given[flag.dest] = value
     return given
 
 
+def _repeatable(flag: argparse.Action) -> bool:
+    return isinstance(flag, argparse._AppendAction)
+
+
 @contextmanager
-def _defaults_unset(known: Sequence[Setting]) -> Iterator[None]:
-    saved = [setting.action.default for setting in known]
+def _defaults_unset(flags: Sequence[argparse.Action]) -> Iterator[None]:
+    saved = [flag.default for flag in flags]
     try:
-        for setting in known:
-            setting.action.default = None if setting.repeatable else _UNSET  # append needs a list or None
+        for flag in flags:
+            flag.default = None if _repeatable(flag) else _UNSET  # append needs a list or None
         yield
     finally:
-        for setting, default in zip(known, saved, strict=True):
-            setting.action.default = default
+        for flag, default in zip(flags, saved, strict=True):
+            flag.default = default
 
 
-def redact(key: str, value: Any) -> Any:
-    """`value` of setting `key` fit to show: the token of each TOKEN=PRINCIPAL of auth_token, the whole value of
-    another key naming a token, secret or password, and the password in any URL, replaced by ***."""
-    if isinstance(value, list | tuple):
-        return [redact(key, item) for item in value]
-    if not isinstance(value, str):
-        return value
-    if key == "auth_token":
-        return ",".join(_redact_token(item) for item in value.split(","))
-    if any(word in key for word in SECRET_WORDS):
-        return REDACTED
-    return URL_SECRET_PARAMETER.sub(rf"\g<1>{REDACTED}", URL_PASSWORD.sub(rf"\g<1>{REDACTED}@", value))
-
-
-def _redact_token(item: str) -> str:
-    token, sep, principal = item.strip().rpartition("=")
-    if not item.strip():
-        return item
-    return f"{REDACTED}={principal}" if sep and token else REDACTED
-
-
-def show(resolved: Resolved, command: argparse.ArgumentParser) -> str:
+def show(resolved: Resolved) -> str:
     """The effective settings as a TOML document in the config file's own keys, each line saying where its value
     came from; secrets redacted (a push signing key is shown as its path: no key file is read)."""
     config = resolved.file.path if resolved.file is not None else "none"
@@ -369,47 +295,17 @@ def show(resolved: Resolved, command: argparse.ArgumentParser) -> str:
         "# the effective settings of `a2a-grpc serve` (default < config file < environment < flag), secrets redacted",
         f"# config file: {config}",
     ]
-    for key, setting in settings(command).items():
-        value = getattr(resolved.args, setting.dest, None)
+    for key, setting in FILE_SETTINGS.items():
+        value = getattr(resolved.args, key, None)
         source = resolved.sources.get(key, "default")
         if value is None:
             lines.append(f"# {key}: not set ({source})")
         else:
-            lines.append(f"{key} = {toml_value(redact(key, value))}  # {source}")
+            lines.append(f"{key} = {toml_value(redact(setting, value))}  # {source}")
     return "\n".join(lines) + "\n"
 
 
-def toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        return _number_text(value) if not math.isfinite(value) else repr(value)
-    if isinstance(value, list | tuple):
-        return "[" + ", ".join(toml_value(item) for item in value) + "]"
-    return _toml_string(str(value))
-
-
-def _toml_string(text: str) -> str:
-    escaped: list[str] = []
-    for char in text:
-        if char in '"\\':
-            escaped.append("\\" + char)
-        elif char < " " or char == "\x7f":
-            escaped.append(f"\\u{ord(char):04x}")
-        elif "\ud800" <= char <= "\udfff":  # an undecodable byte of the environment: TOML has no such character
-            escaped.append("\ufffd")
-        else:
-            escaped.append(char)
-    return '"' + "".join(escaped) + '"'
-
-
-def add_config_parser(
-    commands: argparse._SubParsersAction[argparse.ArgumentParser],
-    add_serve_arguments: Callable[[argparse.ArgumentParser], None],
-    formatter_class: type[argparse.HelpFormatter],
-) -> argparse.ArgumentParser:
+def add_config_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
     """`a2a-grpc config check [FILE]` and `a2a-grpc config show [--config FILE] [serve's flags]`; the show parser."""
     config = commands.add_parser(
         "config",
@@ -433,7 +329,6 @@ def add_config_parser(
         description="Print the settings `a2a-grpc serve` would run with, given the same config file, environment "
         "and flags, as a TOML config file; each line says where its value came from. Tokens and passwords are "
         "redacted. Takes every flag serve takes.",
-        formatter_class=formatter_class,
     )
     add_serve_arguments(show_parser)
     return show_parser
@@ -480,7 +375,7 @@ def run_config_command(
             if not args.file:
                 print(f"a2a-grpc config check: error: name the FILE (or set {CONFIG_ENV})", file=sys.stderr)
                 return EXIT_USAGE
-            problems = check_references(load(args.file, serve_parser), serve_parser)
+            problems = check_references(load(args.file), serve_parser)
             if problems:
                 raise ConfigError(problems)
             print("ok")
@@ -490,5 +385,5 @@ def run_config_command(
         for problem in error.problems:
             print(f"a2a-grpc: {problem}", file=sys.stderr)
         return EXIT_USAGE
-    sys.stdout.write(show(resolved, show_parser))
+    sys.stdout.write(show(resolved))
     return EXIT_OK

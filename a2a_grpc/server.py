@@ -34,7 +34,7 @@ from a2a_grpc.ids import new_id
 from a2a_grpc.interceptors.server import Limits, ServerChain
 from a2a_grpc.interceptors.server.extensions import MAX_EXTENSIONS_PER_CALL
 from a2a_grpc.interceptors.server.faces import V03_FACE, V10_FACE, Face
-from a2a_grpc.interceptors.server.limits import MAX_AUTH_FAILURES_PER_SECOND
+from a2a_grpc.interceptors.server.limits import MAX_AUTH_FAILURES_PER_SECOND, MAX_STREAMS, MAX_STREAMS_PER_CALLER
 from a2a_grpc.interceptors.server.services import GuardedServices
 from a2a_grpc.interceptors.server.tenants import TenantCheck
 from a2a_grpc.interceptors.server.unknown import UnknownMethods
@@ -44,7 +44,7 @@ from a2a_grpc.push.service import JWKS_PATH, PushService, PushSettings
 from a2a_grpc.reflection import add_reflection
 from a2a_grpc.servicer import MAX_LIST_PAGE_BYTES, A2AServicer
 from a2a_grpc.signing_keys import jwks_document
-from a2a_grpc.store import TaskStore, open_store
+from a2a_grpc.store import POOL_SIZE, TaskStore, open_store
 from a2a_grpc.tasks import (
     EVENT_RETENTION_SECONDS,
     LEASE_SECONDS,
@@ -99,7 +99,7 @@ class ServerSettings:
     # A2A 0.3 clients' service (a2a.v1.A2AService) beside 1.0's, and the 0.3 fields in the card (a2a_grpc.v0_3)
     serve_v03: bool = True
     # Where unary calls echo a2a-extensions besides the trailers: grpc.aio sends unary response headers
-    # in a transport operation of their own, which costs ~20% of a SendMessage. Streams always echo in
+    # in a transport operation of their own (its cost: docs/performance.md). Streams always echo in
     # their headers (before the first event) and trailers.
     echo_unary_headers: bool = False
     max_list_page_bytes: int = MAX_LIST_PAGE_BYTES  # a ListTasks page ends early past this size
@@ -110,8 +110,8 @@ class ServerSettings:
     max_requests_per_second: float = 0.0
     # failed authentications a second per peer address before its calls are refused unread (0: no limit)
     max_auth_failures_per_second: float = MAX_AUTH_FAILURES_PER_SECOND
-    max_streams_per_caller: int = 100
-    max_streams: int = 10_000
+    max_streams_per_caller: int = MAX_STREAMS_PER_CALLER
+    max_streams: int = MAX_STREAMS
     max_parts: int = MAX_PARTS  # parts of one message; more: INVALID_ARGUMENT
     max_extensions_per_call: int = (
         MAX_EXTENSIONS_PER_CALL  # distinct a2a-extensions of one call; more: INVALID_ARGUMENT
@@ -124,7 +124,7 @@ class ServerSettings:
     worker_mode: bool = False
     # In a worker of `--workers N`: its index and the directory where the workers share their metrics.
     worker_metrics: tuple[int, str] | None = None
-    store_pool_size: int = 10  # connections to a PostgreSQL store
+    store_pool_size: int = POOL_SIZE  # connections to a PostgreSQL store
     lease_seconds: float = LEASE_SECONDS  # with a shared store: a replica silent this long has died
     poll_seconds: float = POLL_SECONDS  # with a shared store: polling while notifications are down
     event_retention_seconds: float = EVENT_RETENTION_SECONDS  # a task final this long loses its event log

@@ -121,6 +121,23 @@ def host_or_network(text: str) -> str:
     return text
 
 
+def token_principals(text: str) -> str:
+    """--auth-token's TOKEN=PRINCIPAL items, comma-joined (a token may end in base64 padding)."""
+    for item in text.split(","):
+        token, sep, principal = item.strip().rpartition("=")
+        if item.strip() and (not sep or not token or not principal):
+            raise argparse.ArgumentTypeError("takes TOKEN=PRINCIPAL (the value given is not shown)")
+    return text
+
+
+def leeway_seconds(text: str) -> float:
+    """A JWT's allowed clock skew: 0 to 3600 seconds."""
+    seconds = _number(text)
+    if not 0 <= seconds <= 3600:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds from 0 to 3600, got {text!r}")
+    return seconds
+
+
 def _is_host(text: str) -> bool:
     try:
         ipaddress.ip_address(text)

@@ -106,10 +106,10 @@ async def test_an_agent_without_cancel_is_served_after_a_one_line_warning(
 
 
 def flag_help(help_text: str) -> dict[str, str]:
-    """Each `--FLAG VALUE` entry of an options section: its help, whitespace collapsed."""
+    """Each `--FLAG VALUE` entry of the sections after the usage: its help, whitespace collapsed."""
     options = help_text.split("\noptions:\n", 1)[1]
-    entries = re.split(r"^  (?=--)", options, flags=re.MULTILINE)[1:]
-    return {words[0]: " ".join(words[2:]) for words in (entry.split() for entry in entries)}
+    entries = re.split(r"^  (?=--)|^(?=\S)", options, flags=re.MULTILINE)[1:]
+    return {words[0]: " ".join(words[2:]) for words in (entry.split() for entry in entries) if words[0][:2] == "--"}
 
 
 def test_serve_help_gives_every_flag_a_line_of_help_and_its_default() -> None:

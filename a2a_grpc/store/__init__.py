@@ -15,10 +15,11 @@ from a2a_grpc.store.base import (
     VersionConflictError,
 )
 from a2a_grpc.store.memory import MemoryStore
-from a2a_grpc.store.postgres import PostgresStore
+from a2a_grpc.store.postgres import POOL_SIZE, PostgresStore
 from a2a_grpc.store.sqlite import SqliteStore
 
 __all__ = [
+    "POOL_SIZE",
     "InvalidPageTokenError",
     "MemoryStore",
     "PostgresStore",
@@ -43,7 +44,7 @@ _SQLITE_PREFIX = "sqlite:///"
 _POSTGRES_PREFIXES = ("postgresql://", "postgres://")
 
 
-def open_store(url: str, pool_size: int = 10) -> TaskStore:
+def open_store(url: str, pool_size: int = POOL_SIZE) -> TaskStore:
     """The store named by `url`, not yet opened (await its `open()`); `pool_size` connections for PostgreSQL."""
     if url in ("memory", "memory://"):
         return MemoryStore()

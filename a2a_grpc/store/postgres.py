@@ -57,6 +57,7 @@ if TYPE_CHECKING:
 # A statement, a lock wait or an idle transaction that takes longer fails (StoreError) instead of holding
 # every write queued behind it: a stuck replica or a half-open connection must not freeze the store.
 STATEMENT_SECONDS: Final = 30.0
+POOL_SIZE: Final = 10  # connections per process, by default (`--store-pool-size`)
 _SESSION_SETTINGS: Final = {"lock_timeout": "30s", "idle_in_transaction_session_timeout": "60s"}
 
 _TASK_COLUMNS: Final = "t.id, t.context_id, t.status, t.metadata, t.status_ts_us, t.version, t.seq"
@@ -100,7 +101,7 @@ class _Open:
 class PostgresStore:
     shared = True
 
-    def __init__(self, url: str, pool_size: int = 10) -> None:
+    def __init__(self, url: str, pool_size: int = POOL_SIZE) -> None:
         self.url = url
         self.pool_size = pool_size
         self.replica_id = new_id()

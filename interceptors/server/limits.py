@@ -29,6 +29,9 @@ from a2a_grpc.errors import RateLimitedError, TooManyStreamsError
 STREAM_RETRY_SECONDS = 1.0
 # Failed authentications a second per peer address, by default (`--max-auth-failures-per-second`).
 MAX_AUTH_FAILURES_PER_SECOND = 10.0
+# Open streams per caller, and in all, by default (`--max-streams-per-caller`, `--max-streams`).
+MAX_STREAMS_PER_CALLER = 100
+MAX_STREAMS = 10_000
 # Buckets kept before full ones (callers idle for a second or more) are dropped.
 MAX_IDLE_BUCKETS = 10_000
 
@@ -102,8 +105,8 @@ class Limits:
         self,
         *,
         requests_per_second: float = 0.0,
-        max_streams_per_caller: int = 100,
-        max_streams: int = 10_000,
+        max_streams_per_caller: int = MAX_STREAMS_PER_CALLER,
+        max_streams: int = MAX_STREAMS,
         auth_failures_per_second: float = 0.0,
     ) -> None:
         self.max_streams_per_caller = max_streams_per_caller
