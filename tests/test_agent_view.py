@@ -8,7 +8,7 @@ from pathlib import Path
 import grpc
 import pytest
 from conftest import BASE_CARD, V1, StartServer, send_request
-from rpc_helpers import make_stub, wait_for_state
+from rpc_helpers import make_stub
 
 from a2a_grpc.agent import EventPublisher, RequestContext
 from a2a_grpc.auth import AuthSettings
@@ -70,18 +70,20 @@ async def test_an_agent_sees_the_headers_but_not_the_credentials_unless_it_asks(
 
 
 class ClockAgent:
-    """Reads time_remaining() as it starts, then again once told to go on (after the call has its answer)."""
+    """Reads time_remaining() while its call waits for the answer, asks for input (which answers the call),
+    then reads it again once told to go on."""
 
     def __init__(self) -> None:
         self.go_on = asyncio.Event()
+        self.done = asyncio.Event()
         self.readings: list[float | None] = []
 
     async def execute(self, context: RequestContext, events: EventPublisher) -> None:
         self.readings.append(context.call.time_remaining())
-        await events.working()
+        await events.input_required("and then?")
         await self.go_on.wait()
         self.readings.append(context.call.time_remaining())
-        await events.complete()
+        self.done.set()
 
     async def cancel(self, context: RequestContext, events: EventPublisher) -> None:
         await events.canceled()
@@ -89,14 +91,13 @@ class ClockAgent:
 
 async def test_time_remaining_is_none_once_the_call_that_started_the_run_is_over(start_server: StartServer) -> None:
     agent = ClockAgent()
-    request = send_request(configuration=a2a_pb2.SendMessageConfiguration(return_immediately=True))
     async with asyncio.timeout(TEST_SECONDS):
         server = await start_server(agent=agent)
         async with grpc.aio.insecure_channel(server.grpc_target) as channel:
-            stub = make_stub(channel)
-            task = (await stub.SendMessage(request, metadata=V1, timeout=20)).task
-            agent.go_on.set()
-            await wait_for_state(stub, task.id, [a2a_pb2.TASK_STATE_COMPLETED])
+            task = (await make_stub(channel).SendMessage(send_request(), metadata=V1, timeout=20)).task
+        assert task.status.state == a2a_pb2.TASK_STATE_INPUT_REQUIRED, "the call has its answer"
+        agent.go_on.set()
+        await agent.done.wait()
     during, after = agent.readings
-    assert during is not None and 0 < during <= 20, "the call's deadline, while the call lasts"
-    assert after is None, "the call answered at once: its deadline is no longer the agent's"
+    assert during is not None and during > 0, "the call's deadline, while the call waits"
+    assert after is None, "the call is over: its deadline is no longer the agent's"
