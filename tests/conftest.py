@@ -113,7 +113,7 @@ async def clients(start_server: StartServer) -> AsyncIterator[Clients]:
 def postgres_server() -> Iterator[str]:
     """Base URL of a real PostgreSQL: $A2A_GRPC_TEST_POSTGRES_URL, else a throwaway cluster (bench/pg_cluster.py).
 
-    Without the server binaries the tests that use it are skipped, or fail when A2A_GRPC_REQUIRE_POSTGRES=1 (CI).
+    Without the server binaries the tests that use it fail, naming what is missing (scripts/test installs it).
     """
     if url := os.environ.get("A2A_GRPC_TEST_POSTGRES_URL"):
         yield url
@@ -126,8 +126,7 @@ def postgres_server() -> Iterator[str]:
 
 
 def started_cluster() -> PgCluster:
-    """A throwaway PostgreSQL cluster; without the server binaries the test is skipped, or failed when
-    A2A_GRPC_REQUIRE_POSTGRES=1 (CI)."""
+    """A throwaway PostgreSQL cluster; without the server binaries the test fails (postgres_missing)."""
     try:
         return start_cluster()
     except PostgresUnavailable as unavailable:
@@ -136,10 +135,8 @@ def started_cluster() -> PgCluster:
 
 
 def postgres_missing(why: str) -> NoReturn:
-    """Skip the test for want of PostgreSQL, or fail it when A2A_GRPC_REQUIRE_POSTGRES=1 (CI)."""
-    if os.environ.get("A2A_GRPC_REQUIRE_POSTGRES") == "1":
-        pytest.fail(f"{why} (A2A_GRPC_REQUIRE_POSTGRES=1)", pytrace=False)
-    pytest.skip(why)
+    """Fail the test for want of PostgreSQL: a skipped test proves nothing."""
+    pytest.fail(f"{why} (scripts/test installs Debian's postgresql)", pytrace=False)
 
 
 @pytest.fixture

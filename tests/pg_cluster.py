@@ -1,4 +1,4 @@
-"""`python3 tests/pg_cluster.py` (.ci/run): print the PostgreSQL server's bin directory, or exit 1.
+"""`python3 tests/pg_cluster.py` (scripts/_system.sh): print the PostgreSQL server's bin directory, or exit 1.
 
 The throwaway cluster itself is bench/pg_cluster.py, shared by the tests (conftest.py) and the bench.
 """

@@ -45,7 +45,7 @@ SERVING_LINE = re.compile(r"serving A2A on (\S+) \(card on http://(\S+?)/\.well-
 def clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     """No A2A_GRPC_* setting of the machine's leaks into the in-process runs."""
     for name in [name for name in os.environ if name.startswith("A2A_GRPC_")]:
-        if name not in ("A2A_GRPC_TEST_POSTGRES_URL", "A2A_GRPC_REQUIRE_POSTGRES"):
+        if name != "A2A_GRPC_TEST_POSTGRES_URL":
             monkeypatch.delenv(name)
 
 

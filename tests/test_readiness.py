@@ -197,8 +197,8 @@ async def test_the_stores_answer_the_readiness_check_while_open(tmp_path: Path) 
 
 @pytest.fixture
 def own_cluster() -> Iterator[PgCluster]:
-    """A throwaway cluster of this test's own (the shared `postgres_server` must never be stopped); skipped
-    without PostgreSQL like the other PostgreSQL tests, failed then when A2A_GRPC_REQUIRE_POSTGRES=1."""
+    """A throwaway cluster of this test's own (the shared `postgres_server` must never be stopped); failed
+    without PostgreSQL like the other PostgreSQL tests."""
     cluster = started_cluster()
     try:
         yield cluster
