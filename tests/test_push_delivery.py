@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import re
 import socket
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -829,6 +830,8 @@ async def test_the_docs_receiver_example_verifies_notifications(
             for written, local in replaced.items():
                 assert written in source
                 source = source.replace(written, local)
+            hosts = re.findall(r"https?://([^/\"':]+)", source)
+            assert hosts and set(hosts) == {"127.0.0.1"}, f"the example must dial loopback only: {hosts}"
             namespace: dict[str, Any] = {"__name__": "docs_receiver"}
             exec(compile(source, "docs/push.md", "exec"), namespace)  # the documented example
             runner = web.AppRunner(namespace["app"], access_log=None)
