@@ -9,7 +9,7 @@ server owns task state, ordering and persistence: the agent never builds or stor
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 from google.protobuf import json_format
@@ -39,7 +39,7 @@ class ExtensionNotActiveError(ValueError):
 class RequestContext:
     """What the agent is asked to do: the incoming message, its task, and the negotiated call."""
 
-    __slots__ = ("_cancel_requested", "_task", "call", "message", "request_metadata")
+    __slots__ = ("_agent_call", "_call", "_cancel_requested", "_task", "_view", "message", "request_metadata")
 
     def __init__(
         self,
@@ -47,12 +47,25 @@ class RequestContext:
         task: a2a_pb2.Task | TaskHolder,
         call: CallContext,
         request_metadata: Any = None,
+        *,
+        view: Callable[[CallContext], CallContext] | None = None,
     ) -> None:
         self.message = message
         self._task = task  # the task, or what keeps it current
-        self.call = call
+        self._call = call
+        self._view = view  # what the agent sees of `call`, made when it first looks (most agents never do)
+        self._agent_call: CallContext | None = None
         self.request_metadata = request_metadata  # the SendMessageRequest.metadata Struct, if any
         self._cancel_requested: asyncio.Event | None = None  # made when first needed: most calls never are
+
+    @property
+    def call(self) -> CallContext:
+        """The call that sent the message, as the agent sees it (a2a_grpc.tasks.agent_view)."""
+        if self._view is None:
+            return self._call
+        if self._agent_call is None:
+            self._agent_call = self._view(self._call)
+        return self._agent_call
 
     @property
     def task(self) -> a2a_pb2.Task:
@@ -71,22 +84,22 @@ class RequestContext:
     @property
     def caller(self) -> str:
         """The authenticated principal that sent the message ("" on an open server)."""
-        return self.call.principal
+        return self._call.principal
 
     @property
     def tenant(self) -> str:
         """The tenant the request named, one the agent card names ("" on an agent without tenants)."""
-        return self.call.tenant
+        return self._call.tenant
 
     @property
     def caller_claims(self) -> Mapping[str, Any]:
         """What the caller's credential said about it, read-only: a JWT's claims, or a client certificate's
         `subject`, `common_name` and `subject_alternative_names`; empty for a static token or an API key."""
-        return self.call.claims
+        return self._call.claims
 
     @property
     def activated_extensions(self) -> tuple[str, ...]:
-        return self.call.activated_extensions
+        return self._call.activated_extensions
 
     @property
     def cancel_requested(self) -> bool:
@@ -108,7 +121,7 @@ class RequestContext:
         return "\n".join(part.text for part in self.message.parts if part.HasField("text"))
 
     def extension_active(self, uri: str) -> bool:
-        return uri in self.call.activated_extensions
+        return uri in self._call.activated_extensions
 
     def extension_payload(self, extension: Extension | str) -> Any:
         """The extension's data from Message.metadata, else the request metadata; None when absent or inactive.

@@ -41,10 +41,9 @@ class AgentView:
         self._sees_credentials = getattr(executor, "sees_credentials", False) is True
         self._hidden = CREDENTIAL_HEADERS | {header.lower() for header in credential_headers}
 
-    def __call__(self, call: CallContext) -> tuple[CallContext, CallClock]:
-        clock = CallClock(call.time_remaining)
+    def __call__(self, clock: CallClock, call: CallContext) -> CallContext:
         metadata = call.metadata
         hidden = self._hidden
         if not self._sees_credentials and any(name in hidden for name, _ in metadata):
             metadata = tuple([entry for entry in metadata if entry[0] not in hidden])
-        return dataclasses.replace(call, metadata=metadata, time_remaining=clock), clock
+        return dataclasses.replace(call, metadata=metadata, time_remaining=clock)

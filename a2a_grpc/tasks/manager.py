@@ -17,6 +17,7 @@ storing and publishing changes, and a full store), `AgentRuns` (the agent's runs
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Callable, Iterable
 from typing import cast
 
@@ -36,7 +37,7 @@ from a2a_grpc.protocol import RUNNING_STATES, STREAM_AFTER_HEADER, TERMINAL_STAT
 from a2a_grpc.store import config_page_token_after, page_token_after
 from a2a_grpc.store.base import InvalidPageTokenError, SharedStore, TaskPage, TaskQuery, TaskStore
 from a2a_grpc.tasks.agent_runs import AgentRuns
-from a2a_grpc.tasks.agent_view import AgentView
+from a2a_grpc.tasks.agent_view import AgentView, CallClock
 from a2a_grpc.tasks.limits import DEFAULT_TASK_LIMITS, TaskLimits
 from a2a_grpc.tasks.live import SETTLED_STATES, LiveTask, Subscription, TaskState, copy_task, stamp_now, task_view
 from a2a_grpc.tasks.live_tasks import LiveTasks
@@ -204,8 +205,9 @@ class TaskManager:
         if created and request.configuration.HasField("task_push_notification_config"):
             live.push_config = _first_push_config(request.configuration.task_push_notification_config, live)
         metadata = request.metadata if request.HasField("metadata") else None
-        agent_call, clock = self._agent_view(call)
-        run = live.run = TaskRun(self._runs, live, RequestContext(message, live, agent_call, metadata), created=created)
+        clock = CallClock(call.time_remaining)
+        context = RequestContext(message, live, call, metadata, view=functools.partial(self._agent_view, clock))
+        run = live.run = TaskRun(self._runs, live, context, created=created, trace=call.trace_context)
         run.clock = clock
         if subscriber is not None:
             subscriber.attach(self._tasks.log(live), live.seq, live.seq)
@@ -295,8 +297,9 @@ class TaskManager:
         concurrent CancelTask joins it and a message continuing the task is refused meanwhile."""
         status = live.task.status
         message = status.message if status.HasField("message") else a2a_pb2.Message()
-        agent_call, _ = self._agent_view(call)
-        run = live.run = TaskRun(self._runs, live, RequestContext(message, live, agent_call), created=False)
+        view = functools.partial(self._agent_view, CallClock(call.time_remaining))
+        context = RequestContext(message, live, call, view=view)
+        run = live.run = TaskRun(self._runs, live, context, created=False, trace=call.trace_context)
         cancelling = self._runs.cancel_once(run)
         cancelling.add_done_callback(lambda _: self._runs.end_cancel_run(run))
         return cancelling

@@ -41,7 +41,15 @@ class TaskRun:
         "trace",
     )
 
-    def __init__(self, runs: AgentRuns, live: LiveTask, context: RequestContext, *, created: bool) -> None:
+    def __init__(
+        self,
+        runs: AgentRuns,
+        live: LiveTask,
+        context: RequestContext,
+        *,
+        created: bool,
+        trace: TraceContext | None = None,
+    ) -> None:
         loop = runs.loop
         self._runs = runs
         self.live = live
@@ -54,7 +62,7 @@ class TaskRun:
         self.reply: a2a_pb2.Message | None = None
         self.snapshot: a2a_pb2.Task | None = None
         self.snapshot_seq = 0
-        self.trace: TraceContext | None = context.call.trace_context
+        self.trace = trace
         self.clock: CallClock | None = None  # the agent's time_remaining(), told when the call is over
 
     def call_over(self) -> None:
