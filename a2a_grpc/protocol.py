@@ -10,6 +10,7 @@ A2A_METHOD_PREFIX = f"/{SERVICE_NAME}/"
 
 VERSION_HEADER = "a2a-version"
 EXTENSIONS_HEADER = "a2a-extensions"
+V03_EXTENSIONS_HEADER = "x-a2a-extensions"  # what the 0.3 SDKs send (the 0.3 face reads both)
 AUTHORIZATION_HEADER = "authorization"
 
 # This server's stream-resume extension: an activating stream's events carry `{"seq": N}` under the URI in

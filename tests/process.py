@@ -106,6 +106,15 @@ class Ports:
         return {"A2A_GRPC_LISTEN": self.grpc_target, "A2A_GRPC_HTTP_LISTEN": self.http_target}
 
 
+PROXY_VARIABLES = ("http_proxy", "https_proxy", "grpc_proxy", "all_proxy")
+
+
+def direct_env() -> dict[str, str]:
+    """This environment without proxy settings: a client process the tests run calls loopback servers only, and a
+    proxy named in the environment would carry that traffic off the machine."""
+    return {key: value for key, value in os.environ.items() if key.lower() not in PROXY_VARIABLES}
+
+
 def child_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """This environment without any A2A_GRPC_* setting, the repository importable, plus `extra`."""
     env = {key: value for key, value in os.environ.items() if not key.startswith("A2A_GRPC_")}

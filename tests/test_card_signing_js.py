@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,8 @@ from card_keys import make_key_files, parse_served, signing_key, write_jwks
 from conftest import BASE_CARD, StartServer
 from cryptography.hazmat.primitives.asymmetric import ec
 from jwt.algorithms import ECAlgorithm
-from test_js_sdk import JS_DIR, PROXY_VARIABLES, install_sdk
+from process import direct_env
+from test_js_sdk import JS_DIR, install_sdk
 
 from a2a_grpc.card_verification import CardVerifier
 from a2a_grpc.client import fetch_agent_card
@@ -41,7 +41,7 @@ async def run_node(*args: str) -> dict[str, Any]:
     node = shutil.which("node")
     if node is None:
         pytest.fail("node is not on PATH", pytrace=False)
-    env = {key: value for key, value in os.environ.items() if key.lower() not in PROXY_VARIABLES}
+    env = direct_env()
     process = await asyncio.create_subprocess_exec(
         node,
         "card_signature.mjs",

@@ -15,6 +15,7 @@ import aiohttp
 import pytest
 from card_keys import ALGORITHMS, make_key_files, parse_served, signing_key, write_jwks
 from conftest import BASE_CARD, StartServer
+from process import direct_env
 from sdk_signing_env import SdkUnavailableError, sdk_signing_python
 
 from a2a_grpc.card_verification import CardVerifier
@@ -52,7 +53,13 @@ def keys(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 async def run_driver(python: Path, plan: dict[str, Any]) -> dict[str, Any]:
     """The driver's one JSON line (asynchronously: our server answers it from this event loop)."""
     process = await asyncio.create_subprocess_exec(
-        str(python), "-I", str(DRIVER), json.dumps(plan), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+        str(python),
+        "-I",
+        str(DRIVER),
+        json.dumps(plan),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=direct_env(),
     )
     stdout, stderr = await asyncio.wait_for(process.communicate(), DRIVER_SECONDS)
     assert process.returncode == 0, stderr.decode()[-2000:]

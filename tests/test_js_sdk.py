@@ -14,7 +14,6 @@ import asyncio
 import fcntl
 import hashlib
 import json
-import os
 import shutil
 import subprocess
 import tempfile
@@ -24,6 +23,7 @@ from typing import Any
 import pytest
 from certs import Pki
 from conftest import StartServer
+from process import direct_env
 
 from a2a_grpc.client import fetch_agent_card, grpc_interface
 from a2a_grpc.tls import ClientTLS
@@ -34,7 +34,6 @@ INSTALL_SECONDS = 300.0
 NODE_SECONDS = 60.0
 CALL_SECONDS = 20.0
 COMPLETED = 3  # TaskState.TASK_STATE_COMPLETED, as the SDK's generated enum numbers it
-PROXY_VARIABLES = ("http_proxy", "https_proxy", "grpc_proxy", "all_proxy")
 
 
 def install_sdk() -> None:
@@ -63,7 +62,7 @@ def run_js_client(card_base_url: str, ca_file: Path, text: str) -> dict[str, Any
     node = shutil.which("node")
     if node is None:
         pytest.fail("node is not on PATH", pytrace=False)
-    env = {key: value for key, value in os.environ.items() if key.lower() not in PROXY_VARIABLES}
+    env = direct_env()
     env["NODE_EXTRA_CA_CERTS"] = str(ca_file)  # the card's https fetch trusts the test CA
     argv = [node, "dial_card.mjs", card_base_url, str(ca_file), text]
     done = subprocess.run(argv, cwd=JS_DIR, env=env, capture_output=True, text=True, timeout=NODE_SECONDS)

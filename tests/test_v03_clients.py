@@ -33,6 +33,7 @@ import pytest
 from agents import CancelProbeAgent, OutcomeAgent
 from certs import Pki
 from conftest import BASE_CARD, DEAD_HOOK, V1, StartServer, send_request
+from process import direct_env
 from rpc_helpers import Clients, Metadata, bearer, domain_of, read_all, rpc_error
 from sdk03_env import SdkUnavailableError, sdk03_python
 
@@ -242,6 +243,7 @@ async def driver(sdk03: Path, plan: Json) -> AsyncIterator[DriverRun]:
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
+        env=direct_env(),
     )
     run = DriverRun(process)
     try:
@@ -333,9 +335,8 @@ async def test_the_03_resolver_reads_our_card(
 def fetch_card(base_url: str, ca_file: str | None) -> Json:
     """The card document as served (blocking)."""
     context = ssl.create_default_context(cafile=ca_file) if ca_file else None
-    with urllib.request.urlopen(
-        f"{base_url}/.well-known/agent-card.json", timeout=STEP_SECONDS, context=context
-    ) as answer:
+    direct = urllib.request.build_opener(urllib.request.ProxyHandler({}), urllib.request.HTTPSHandler(context=context))
+    with direct.open(f"{base_url}/.well-known/agent-card.json", timeout=STEP_SECONDS) as answer:
         card: Json = json.load(answer)
         return card
 

@@ -6,7 +6,6 @@ import asyncio
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 import aiohttp
 
@@ -89,6 +88,3 @@ class PushService:
                 await self.policy.check_destination(url, self._resolver)
         except TimeoutError:
             raise PushTargetRefused("url", "host could not be resolved in time") from None
-
-    def jwks(self) -> dict[str, Any] | None:
-        return self.signer.jwks() if self.signer is not None else None

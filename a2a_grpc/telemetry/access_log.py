@@ -41,14 +41,14 @@ from typing import Any, cast
 from a2a_grpc.arrival import Arrival
 from a2a_grpc.call import CallContext
 from a2a_grpc.extensions import parse_extension_values
-from a2a_grpc.protocol import EXTENSIONS_HEADER, VERSION_HEADER
+from a2a_grpc.protocol import EXTENSIONS_HEADER, V03_EXTENSIONS_HEADER, VERSION_HEADER
 from a2a_grpc.telemetry.call_ids import response_ids
 from a2a_grpc.telemetry.logs import JsonFormatter
 from a2a_grpc.telemetry.outcome import Outcome
 
 ACCESS_LOGGER = "a2a_grpc.access"
 MAX_VALUE_CHARS = 200  # a longer value the client chose is cut to this
-REQUESTED_HEADERS = (EXTENSIONS_HEADER, "x-a2a-extensions")  # where 1.0 and 0.3 callers name their extensions
+REQUESTED_HEADERS = (EXTENSIONS_HEADER, V03_EXTENSIONS_HEADER)  # where 1.0 and 0.3 callers name their extensions
 MAX_LISTED = 16  # extensions listed, of the ones requested
 FLUSH_SECONDS = 0.05  # a line for the JSON handlers' streams is written this soon after its call ended
 MAX_PENDING = 512  # or once this many lines wait

@@ -17,18 +17,17 @@ _CONTEXT_ID = 2  # the field number of context_id in Task, Message and both upda
 _TASK_ID_BY_PAYLOAD = {1: 1, 2: 3, 3: 1, 4: 1}
 _LENGTH_DELIMITED = 2
 _NONE = ("", "")
+_TASKS = (a2a_pb2.Task, v03_pb2.Task)
+_PAYLOADS = (a2a_pb2.SendMessageResponse, a2a_pb2.StreamResponse, v03_pb2.SendMessageResponse, v03_pb2.StreamResponse)
 
 
 def response_ids(response: Any) -> tuple[str, str]:
     """(task id, context id) of a response; "" for what it does not name."""
     if type(response) is bytes:
         return encoded_ids(response)
-    if isinstance(response, a2a_pb2.Task | v03_pb2.Task):
+    if isinstance(response, _TASKS):
         return response.id, response.context_id
-    if isinstance(
-        response,
-        a2a_pb2.SendMessageResponse | a2a_pb2.StreamResponse | v03_pb2.SendMessageResponse | v03_pb2.StreamResponse,
-    ):
+    if isinstance(response, _PAYLOADS):
         kind = response.WhichOneof("payload")
         if kind is None:
             return _NONE

@@ -95,8 +95,6 @@ def translator(method: str) -> Translate:
     paths = FIELD_PATHS.get(method, ())
 
     def translate(error: A2AError) -> A2AError:
-        if getattr(error, "translated", False):
-            return error
         code, name = _row(error)
         translated = copy.copy(error)
         translated.code = code
@@ -105,7 +103,6 @@ def translator(method: str) -> Translate:
         translated.metadata = {key: STATE_NAMES.get(value, value) for key, value in error.metadata.items()}
         message = _message(error, translated.violations)
         translated.message = f"{name}: {message}" if name else message
-        translated.translated = True  # type: ignore[attr-defined]
         return translated
 
     return translate

@@ -17,12 +17,11 @@ from a2a_grpc.errors import A2AError, Metadata, VersionNotSupportedError
 from a2a_grpc.generated.v0_3 import a2a_pb2 as v03_pb2
 from a2a_grpc.interceptors.server.metadata import first_value
 from a2a_grpc.interceptors.server.version import VersionCheck, major_minor
-from a2a_grpc.protocol import A2A_SERVICE, EXTENSIONS_HEADER, SERVICE_NAME, VERSION_HEADER
+from a2a_grpc.protocol import A2A_SERVICE, EXTENSIONS_HEADER, SERVICE_NAME, V03_EXTENSIONS_HEADER, VERSION_HEADER
 from a2a_grpc.v0_3.errors import translator
 
 V03_SERVICE = v03_pb2.DESCRIPTOR.services_by_name["A2AService"]
 V03_SERVICE_NAME = V03_SERVICE.full_name  # a2a.v1.A2AService
-V03_EXTENSIONS_HEADER = "x-a2a-extensions"  # what the 0.3 SDKs send; `a2a-extensions` is read too
 
 VersionOf = Callable[[Metadata], str]  # the version a call speaks, or raises VersionNotSupportedError
 Translate = Callable[[A2AError], A2AError]

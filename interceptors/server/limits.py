@@ -62,6 +62,10 @@ class TokenBuckets:
         self.clock = clock
         self._buckets: dict[str, list[float]] = {}  # key -> [tokens, when they were counted]
 
+    def __bool__(self) -> bool:
+        """Whether any key has a bucket (spent a token lately)."""
+        return bool(self._buckets)
+
     def wait(self, key: str) -> float:
         """Seconds until `key` has a token (0 when it has one now); spends nothing."""
         bucket = self._buckets.get(key)
@@ -139,6 +143,8 @@ class Limits:
     def check_auth_budget(self, peer: str) -> None:
         """Before a credential is checked: a peer that failed authentication as often as its budget allows
         is refused with RateLimitedError (and the wait), without its credential being looked at."""
+        if not self._auth_failures:  # no address failed lately: the common case costs no lookup
+            return
         wait = self._auth_failures.wait(address_of(peer))
         if wait:
             rate = self._auth_failures.rate
