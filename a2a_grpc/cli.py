@@ -20,7 +20,7 @@ from a2a_grpc.config import ConfigError, add_config_parser, resolve, run_config_
 from a2a_grpc.server import A2AServer
 from a2a_grpc.settings.flags import add_serve_arguments, server_settings
 from a2a_grpc.store import StoreError
-from a2a_grpc.telemetry import use_json_logs
+from a2a_grpc.telemetry import configure_logs
 from a2a_grpc.telemetry.tracing_setup import use_sdk_unless_configured
 from a2a_grpc.telemetry.worker_metrics import WORKER_METRICS_DIR_ENV
 from a2a_grpc.workers import Supervisor, held_ports, stop_when_orphaned, unshared_store, worker_index
@@ -49,9 +49,7 @@ def add_serve_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
 
 def serve(args: argparse.Namespace, argv: Sequence[str]) -> int:
     """`a2a-grpc serve`, from its parsed `args` and the command line `argv` they were parsed from."""
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    if args.log_format == "json":
-        use_json_logs()
+    configure_logs(args.log_level, args.log_format)
     worker = worker_index() if args.workers > 1 else None
     if args.workers > 1 and worker is None:
         return supervise(args, argv)

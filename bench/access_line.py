@@ -1,9 +1,10 @@
-"""In-process microbenchmark of one access line: `python -m bench.access_line [--format json|text] [-n N]`.
+"""In-process microbenchmark of one access line: `python -m bench.access_line [--format FORMAT] [-n N]`.
 
 Writes N lines of a SendMessage call (as the bench's echo agent answers it) through `AccessLog.write`,
-the way `a2a-grpc serve` configures logging (the root logger's StreamHandler, with `--log-format json`
-the JsonFormatter), to /dev/null, inside a running event loop as a server does (JSON lines are then made
-and written in batches), and prints the microseconds each line took, best of a few rounds, its flush
+the way `a2a-grpc serve` configures logging (a StreamHandler with the TextFormatter, or with `--log-format
+json` the JsonFormatter; `text-record`: the same text lines through a plain logging.Formatter, as an
+application's own handler has them), to /dev/null, inside a running event loop as a server does (lines are
+then made and written in batches, but for text-record's), and prints the microseconds each line took, best of a few rounds, its flush
 included. With --no-handler, the logger is enabled but has no handler (what is left: the AccessLog's own
 work).
 """
@@ -14,14 +15,20 @@ import argparse
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 
 from a2a_grpc.arrival import Arrival
 from a2a_grpc.call import CallContext
 from a2a_grpc.generated import a2a_pb2
-from a2a_grpc.telemetry import ACCESS_LOGGER, AccessLog, JsonFormatter
+from a2a_grpc.telemetry import ACCESS_LOGGER, AccessLog, JsonFormatter, TextFormatter
+from a2a_grpc.telemetry.logs import TEXT_FORMAT
 from a2a_grpc.telemetry.outcome import OK
 
-TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"  # `a2a-grpc serve`'s
+FORMATTERS: dict[str, Callable[[], logging.Formatter]] = {
+    "json": JsonFormatter,  # `a2a-grpc serve --log-format json`
+    "text": TextFormatter,  # `a2a-grpc serve`
+    "text-record": lambda: logging.Formatter(TEXT_FORMAT),  # the same lines, through an application's formatter
+}
 
 
 def per_line_us(log_format: str, lines: int, handler: bool = True, rounds: int = 5) -> float:
@@ -31,7 +38,7 @@ def per_line_us(log_format: str, lines: int, handler: bool = True, rounds: int =
     logger.propagate = False
     sink = open("/dev/null", "w")  # noqa: SIM115 - closed below
     stream = logging.StreamHandler(sink)
-    stream.setFormatter(JsonFormatter() if log_format == "json" else logging.Formatter(TEXT_FORMAT))
+    stream.setFormatter(FORMATTERS[log_format]())
     if handler:
         logger.addHandler(stream)
     try:
@@ -61,7 +68,7 @@ async def _best_round(access: AccessLog, response: bytes, lines: int, rounds: in
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--format", choices=("json", "text"), default="json")
+    parser.add_argument("--format", choices=sorted(FORMATTERS), default="json")
     parser.add_argument("-n", type=int, default=20_000, help="lines per round (default 20000)")
     parser.add_argument("--no-handler", action="store_true", help="no handler: the AccessLog's own work only")
     args = parser.parse_args(argv)

@@ -9,7 +9,8 @@ pushNotifications; `--push-allow 127.0.0.1 --push-allow-http` lets it notify the
 `--telemetry` (the telemetry.* cases): `off` turns the access log, the metrics and tracing off; `on` writes the
 access log as production does (INFO, JSON lines through a real handler: a FileHandler on --access-log-file)
 and counts the metrics; `tracing` adds a span per call, exported nowhere (OTEL_TRACES_EXPORTER=none). Without
-it (`default`) the server keeps ServerSettings' defaults, its access logger silenced by the WARNING level.
+it (`serve`) the server runs as `a2a-grpc serve` runs by default: its logging set up as serve sets it up (INFO,
+text lines, on stderr, which the bench sends to a file) and ServerSettings' defaults (the access log on).
 
 `--jwt-key FILE --jwt-issuer ISS --jwt-audience AUD` (auth.send.jwt): every call needs a JWT that key verifies,
 as `a2a-grpc serve` with the same flags; `--tls-cert FILE --tls-key FILE` (auth.send.tls): the port speaks TLS.
@@ -31,7 +32,8 @@ from a2a_grpc.auth import AuthSettings, JwtSettings
 from a2a_grpc.cli import run_async
 from a2a_grpc.push.service import PushSettings
 from a2a_grpc.server import A2AServer, ServerSettings
-from a2a_grpc.telemetry import ACCESS_LOGGER, JsonFormatter
+from a2a_grpc.settings.flags import add_serve_arguments
+from a2a_grpc.telemetry import ACCESS_LOGGER, JsonFormatter, configure_logs
 from a2a_grpc.telemetry.tracing_setup import use_sdk_unless_configured
 from a2a_grpc.workers import Supervisor, held_ports, stop_when_orphaned, worker_index
 from bench.agents import ChunkAgent, RequiredExtensionEchoAgent, TickAgent
@@ -44,7 +46,7 @@ AGENTS: dict[str, Callable[[], AgentExecutor]] = {
     "ticks": TickAgent,
 }
 GRACE_SECONDS = 1.0
-TELEMETRY = ("default", "off", "on", "tracing")
+TELEMETRY = ("serve", "off", "on", "tracing")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -72,9 +74,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--telemetry",
         choices=TELEMETRY,
-        default="default",
+        default="serve",
         help="off: no access log, metrics or tracing; on: the access log (JSON, INFO, to --access-log-file) and "
-        "the metrics; tracing: those and tracing (OTEL_TRACES_EXPORTER=none); default: ServerSettings' defaults",
+        "the metrics; tracing: those and tracing (OTEL_TRACES_EXPORTER=none); serve: as `a2a-grpc serve` by default",
     )
     parser.add_argument("--access-log-file", default=os.devnull, help="where --telemetry on|tracing writes the log")
     parser.add_argument("--jwt-key", help="PEM public key: every call needs a JWT it verifies (with the next two)")
@@ -96,7 +98,7 @@ def auth_settings(args: argparse.Namespace) -> AuthSettings:
 def configure_telemetry(args: argparse.Namespace) -> tuple[bool, bool, bool]:
     """ServerSettings' access_log, metrics and tracing as `--telemetry` sets them, once what they need is set
     up: the access logger's JSON handler, the tracer provider."""
-    if args.telemetry == "default":
+    if args.telemetry == "serve":
         defaults = ServerSettings()
         return defaults.access_log, defaults.metrics, defaults.tracing
     on = args.telemetry != "off"
@@ -165,10 +167,21 @@ def supervise(args: argparse.Namespace, argv: list[str]) -> int:
         return run_async(Supervisor(command, args.workers, GRACE_SECONDS).run())
 
 
+def configure_logging(telemetry: str) -> None:
+    """The root logger as `a2a-grpc serve` sets it up by default (`serve`), or quiet but for warnings."""
+    if telemetry == "serve":
+        serve_parser = argparse.ArgumentParser()
+        add_serve_arguments(serve_parser, environ={})
+        defaults = serve_parser.parse_args([])
+        configure_logs(defaults.log_level, defaults.log_format)
+    else:
+        logging.basicConfig(level=logging.WARNING)
+
+
 def main(argv: list[str] | None = None) -> int:
-    logging.basicConfig(level=logging.WARNING)
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
+    configure_logging(args.telemetry)
     if args.workers > 1 and worker_index() is None:
         return supervise(args, argv)
     return run_async(serve(args, worker=args.workers > 1))

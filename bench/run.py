@@ -101,7 +101,8 @@ class Family:
     # "on": every message carries a push config naming the bench's receiver; "off": the same server (allowed to
     # reach the receiver), messages without one; "": a server without the push settings
     push: str = ""
-    # our_server --telemetry: "off", "on" (access log JSON to a file, metrics), "tracing" (and spans); "": default
+    # our_server --telemetry: "off", "on" (access log JSON to a file, metrics), "tracing" (and spans); "": as
+    # `a2a-grpc serve` runs by default (the text access log on stderr, a file)
     telemetry: str = ""
     auth: str = ""  # "jwt": every call needs the run's JWT; "tls": the server speaks TLS; "": neither
     top_only: bool = False  # measured at the highest --concurrency only

@@ -16,6 +16,7 @@ import io
 import json
 import logging
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -40,7 +41,7 @@ from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.interceptors.server import errors as errors_guard
 from a2a_grpc.server import A2AServer, ServerSettings
 from a2a_grpc.store.memory import MemoryStore
-from a2a_grpc.telemetry import ACCESS_LOGGER, AccessLog, JsonFormatter, log_format
+from a2a_grpc.telemetry import ACCESS_LOGGER, AccessLog, JsonFormatter, TextFormatter, log_format
 from a2a_grpc.telemetry.access_log import FLUSH_SECONDS
 from a2a_grpc.telemetry.outcome import OK, Outcome
 
@@ -364,6 +365,19 @@ def test_serve_writes_json_lines_and_the_access_log_can_be_turned_off(tmp_path: 
     assert "serving A2A on " in server.stderr and ACCESS_LOGGER not in server.stderr
 
 
+def test_serve_writes_text_lines_by_default(tmp_path: Path) -> None:
+    with serve_process(tmp_path / "text") as server:
+        task = send_text(server.grpc_target, MESSAGE_TEXT)
+        server.send_signal(signal.SIGTERM)
+        assert server.wait() == 0
+    stamp = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}"
+    access = re.compile(rf"{stamp} INFO {re.escape(ACCESS_LOGGER)}: method=(\S+) code=(\S+) .* task_id=(\S+) ")
+    found = [match.groups() for match in map(access.match, server.stderr.splitlines()) if match]
+    assert found == [("SendMessage", "OK", task.id)]
+    assert re.search(rf"^{stamp} INFO a2a_grpc\.server: serving A2A on ", server.stderr, re.MULTILINE)
+    assert MESSAGE_TEXT not in server.stderr
+
+
 def _arrival(metadata: tuple[tuple[str, str], ...] = ()) -> Arrival:
     return Arrival(peer="ipv4:127.0.0.1:50000", metadata=metadata)
 
@@ -453,18 +467,48 @@ LINES: dict[str, tuple[CallContext | None, Outcome, Any, int | None]] = {
 }
 
 
+def _written_straight_and_as_a_record(
+    formatter: logging.Formatter, shape: str, call: CallContext | None, *line: Any
+) -> tuple[str, logging.LogRecord, str]:
+    """The line `formatter`'s handler got written straight, the record another handler got, and the name of
+    the logger the straight line was written by."""
+    arrival = _arrival((("a2a-version", "0.3"), ("a2a-extensions", f"{OPTIONAL}, {UNDECLARED}")))
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(formatter)
+    direct = _isolated_logger(f"direct.{type(formatter).__name__}.{shape}", handler)
+    records = _Records()
+    for logger in (direct, _isolated_logger(f"recorded.{shape}", records)):
+        assert AccessLog(logger).write("GetTask", arrival, call, *line)
+    assert stream.getvalue().count("\n") == 1
+    return stream.getvalue(), records.records[0], direct.name
+
+
 @pytest.mark.parametrize("shape", sorted(LINES))
 def test_every_kind_of_line_is_the_same_written_straight_or_as_a_record(shape: str) -> None:
     call, outcome, response, events = LINES[shape]
-    arrival = _arrival((("a2a-version", "0.3"), ("a2a-extensions", f"{OPTIONAL}, {UNDECLARED}")))
-    direct, stream = _json_logger(f"direct.{shape}")
-    records = _Records()
-    for logger in (direct, _isolated_logger(f"recorded.{shape}", records)):
-        assert AccessLog(logger).write("GetTask", arrival, call, outcome, 0.0012, response, events)
-    line = json.loads(stream.getvalue())
-    expected = json.loads(JsonFormatter().format(records.records[0]))
+    written, record, _ = _written_straight_and_as_a_record(
+        JsonFormatter(), shape, call, outcome, 0.0012, response, events
+    )
+    line = json.loads(written)
+    expected = json.loads(JsonFormatter().format(record))
     assert list(line)[3:] == list(expected)[3:]  # after time, level and logger: the same keys, in order
     assert {key: line[key] for key in list(line)[3:]} == {key: expected[key] for key in list(expected)[3:]}
+
+
+@pytest.mark.parametrize("shape", sorted(LINES))
+def test_every_kind_of_text_line_is_the_one_serves_formatter_makes_of_the_record(shape: str) -> None:
+    call, outcome, response, events = LINES[shape]
+    formatter = TextFormatter()
+    before = time.time()
+    written, record, name = _written_straight_and_as_a_record(formatter, shape, call, outcome, 0.0012, response, events)
+    after = time.time()
+    record.name = name
+    stamp, rest = written[:23], written[24:].rstrip("\n")
+    assert rest == formatter.format(record)[24:]  # level, logger and message, as the formatter writes the record
+    assert rest.startswith(f"INFO {name}: method=GetTask code=")
+    stamped = datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S,%f").timestamp()  # local time, as asctime is
+    assert before - 0.001 <= stamped <= after
 
 
 async def test_json_lines_written_while_the_loop_runs_are_written_together_soon_after_and_in_order() -> None:

@@ -8,7 +8,7 @@ the same layer makes each call's OpenTelemetry span: `tracing_setup.load_tracing
 
 from a2a_grpc.telemetry.access_log import ACCESS_LOGGER, AccessLog
 from a2a_grpc.telemetry.calls import CallObserver
-from a2a_grpc.telemetry.logs import LOG_FORMATS, JsonFormatter, log_format, use_json_logs
+from a2a_grpc.telemetry.logs import LOG_FORMATS, JsonFormatter, TextFormatter, configure_logs, log_format
 from a2a_grpc.telemetry.metrics import METRICS_PATH, Metrics
 from a2a_grpc.telemetry.outcome import Outcome
 from a2a_grpc.telemetry.tracing_setup import TracingUnavailable, load_tracing
@@ -22,8 +22,9 @@ __all__ = [
     "JsonFormatter",
     "Metrics",
     "Outcome",
+    "TextFormatter",
     "TracingUnavailable",
+    "configure_logs",
     "load_tracing",
     "log_format",
-    "use_json_logs",
 ]

@@ -12,14 +12,15 @@ DATA_LOSS) at ERROR, with the traceback. The record carries its fields as `recor
 Values the client chose (ids, extension URIs, version) are cut to a bounded length.
 
 A line costs a few microseconds. The logger's level is checked first, and nothing is built for a line it
-drops. When every handler an INFO line reaches is a plain StreamHandler or FileHandler with a JsonFormatter
-(what `--log-format json` sets up) and no filter is in the way, the JSON line is written to their streams
-as their `emit` would, under their locks, without a LogRecord, and not at once: while an event loop runs, a
+drops. When every handler an INFO line reaches is a plain StreamHandler or FileHandler with a JsonFormatter,
+or every one with a TextFormatter (what `a2a-grpc serve` sets up, with `--log-format json` or without), and
+no filter is in the way, the line is written to their streams as their `emit` would, under their locks,
+without a LogRecord, and not at once: while an event loop runs, a
 call only keeps the values its line needs, and the lines of the calls that ended in the last FLUSH_SECONDS
 are made together and written and flushed in one go (made in a batch, the code and data they need stay in
 the CPU's caches, which a line made amid the rest of each call's work does not find there). They are
 written sooner when MAX_PENDING wait, before a line that goes as a record, and at exit. Otherwise (a handler
-or filter of the application's, pytest's caplog, text lines, ERROR lines) the line is an ordinary LogRecord
+or filter of the application's, pytest's caplog, another formatter, ERROR lines) the line is an ordinary LogRecord
 handed to `Logger.handle`: made as `Logger.makeRecord` makes it, but copied from the thread's first one
 rather than built afresh (no caller lookup), unless the application installed a LogRecord factory of its own.
 """
@@ -43,7 +44,7 @@ from a2a_grpc.call import CallContext
 from a2a_grpc.extensions import parse_extension_values
 from a2a_grpc.protocol import EXTENSIONS_HEADER, V03_EXTENSIONS_HEADER, VERSION_HEADER
 from a2a_grpc.telemetry.call_ids import response_ids
-from a2a_grpc.telemetry.logs import JsonFormatter
+from a2a_grpc.telemetry.logs import JsonFormatter, TextFormatter
 from a2a_grpc.telemetry.outcome import Outcome
 
 ACCESS_LOGGER = "a2a_grpc.access"
@@ -63,10 +64,12 @@ _PLAIN_HANDLERS = (logging.StreamHandler, logging.FileHandler)
 _PLAIN = re.compile(r"[!#-<>-\[\]-~]+")  # printable ASCII but for space, '"', '=' and '\': written unquoted
 
 
-# An admitted call's line, made when the pending lines are written: (time, method, peer, principal, tenant,
-# version, requested extensions, activated extensions, outcome, seconds, response, events).
-_Admitted = tuple[float, str, str, str, str, str, Sequence[str], Sequence[str], Outcome, float, Any, int | None]
+# An admitted call's line, made when the pending lines are written: (time, method, arrival, call, outcome,
+# seconds, response, events).
+_Admitted = tuple[float, str, Arrival, CallContext, Outcome, float, Any, int | None]
 _Pending = _Admitted | str  # or a line made already
+_LineFormatter = JsonFormatter | TextFormatter  # what the handlers of a batch have
+_BATCH_FORMATTERS = (JsonFormatter, TextFormatter)
 
 
 class AccessLog:
@@ -75,6 +78,7 @@ class AccessLog:
         self._template: dict[str, Any] | None = None  # an INFO record's attributes, in _info_record
         self._template_key: tuple[int, int] | None = None  # the process and thread it was made in
         self._openings: dict[tuple[str, str, str], str] = {}  # see _opening
+        self._text_openings: dict[tuple[str, str, str], str] = {}  # see _text_opening
         self._handlers: list[logging.StreamHandler[Any]] = []  # the JSON handlers the pending lines go to
         self._pending: list[_Pending] = []  # the lines to make and write at the next flush
         self._flush_by: float | None = None  # with pending lines: when the first of them is due
@@ -95,7 +99,7 @@ class AccessLog:
         fault = outcome.fault
         if not self._log.isEnabledFor(logging.ERROR if fault else logging.INFO):
             return False
-        handlers = None if fault else self._json_handlers()
+        handlers = None if fault else self._batch_handlers()
         if handlers is None:
             self.flush()  # the lines before this one first
             self._handle(method, arrival, call, outcome, seconds, response, events)
@@ -105,26 +109,11 @@ class AccessLog:
             self._handlers = handlers
         now = time.time()
         if call is None or outcome.details:  # a refusal: its line made now, from the request's headers
-            formatter = cast(JsonFormatter, handlers[0].formatter)
+            formatter = cast(_LineFormatter, handlers[0].formatter)
             fields = _fields(method, arrival, call, outcome, seconds, response, events)
-            self._pending.append(formatter.line(now, "INFO", self._log.name, fields))
+            self._pending.append(_made_line(formatter, now, self._log.name, fields))
         else:
-            self._pending.append(
-                (
-                    now,
-                    method,
-                    arrival.peer,
-                    call.principal,
-                    call.tenant,
-                    call.version,
-                    call.requested_extensions,
-                    call.activated_extensions,
-                    outcome,
-                    seconds,
-                    response,
-                    events,
-                )
-            )
+            self._pending.append((now, method, arrival, call, outcome, seconds, response, events))
         self._flush_soon(now)
         return True
 
@@ -135,8 +124,11 @@ class AccessLog:
         self._flush_by = None
         pending, self._pending = self._pending, []
         _UNFLUSHED.discard(self)
-        formatter = cast(JsonFormatter, self._handlers[0].formatter)  # every JsonFormatter writes the same line
-        lines = [entry if isinstance(entry, str) else self._line(formatter, entry) for entry in pending]
+        formatter = cast(_LineFormatter, self._handlers[0].formatter)  # the formatters of a batch write the same line
+        if isinstance(formatter, JsonFormatter):
+            lines = [entry if isinstance(entry, str) else self._json_line(formatter, entry) for entry in pending]
+        else:
+            lines = [entry if isinstance(entry, str) else self._text_line(formatter, entry) for entry in pending]
         for handler in self._handlers:
             text = handler.terminator.join(lines) + handler.terminator
             handler.acquire()
@@ -188,18 +180,20 @@ class AccessLog:
             record = self._info_record(line, fields)
         log.handle(record)
 
-    def _line(self, formatter: JsonFormatter, entry: _Admitted) -> str:
+    def _json_line(self, formatter: JsonFormatter, entry: _Admitted) -> str:
         """The JSON line of an admitted call without ErrorInfo: `_fields`' keys, in their order, made straight
         from its values."""
-        now, method, peer, principal, tenant, version, requested, activated, outcome, seconds, response, events = entry
+        now, method, arrival, call, outcome, seconds, response, events = entry
         opening = self._openings.get((method, outcome.code_name, outcome.reason)) or self._opening(method, outcome)
         head = formatter.head(now, "INFO", self._log.name)
-        text = f'{head},{opening},"duration_ms":{round(seconds * 1000.0, 3)!r},"peer":{_json(peer)}'
+        text = f'{head},{opening},"duration_ms":{round(seconds * 1000.0, 3)!r},"peer":{_json(arrival.peer)}'
+        principal, tenant = call.principal, call.tenant
+        requested, activated = call.requested_extensions, call.activated_extensions
         if principal:
             text += ',"principal":' + _json(principal)
         if tenant:
             text += ',"tenant":' + _json(tenant)
-        text += ',"version":' + _json(version)
+        text += ',"version":' + _json(call.version)
         if requested:
             text += ',"requested_extensions":' + _json_list(_listed(requested))
         if activated:
@@ -213,6 +207,39 @@ class AccessLog:
             text += f',"events":{events}'
         return text + "}"
 
+    def _text_line(self, formatter: TextFormatter, entry: _Admitted) -> str:
+        """The text line of an admitted call without ErrorInfo: `_pairs` of `_fields`, made straight from its values."""
+        now, method, arrival, call, outcome, seconds, response, events = entry
+        key = (method, outcome.code_name, outcome.reason)
+        opening = self._text_openings.get(key) or self._text_opening(key)
+        text = f"{formatter.head(now, 'INFO', self._log.name)}{opening} duration_ms={round(seconds * 1000.0, 3)!r}"
+        text += " peer=" + _text(arrival.peer)
+        if call.principal:
+            text += " principal=" + _text(call.principal)
+        if call.tenant:
+            text += " tenant=" + _text(call.tenant)
+        text += " version=" + _text(call.version)
+        if call.requested_extensions:
+            text += " requested_extensions=" + _text(",".join(_listed(call.requested_extensions)))
+        if call.activated_extensions:
+            text += " activated_extensions=" + _text(",".join(call.activated_extensions))
+        task_id, context_id = response_ids(response) if response is not None else _NO_IDS
+        if task_id:
+            text += " task_id=" + _text(_bounded(task_id))
+        if context_id:
+            text += " context_id=" + _text(_bounded(context_id))
+        if events is not None:
+            text += f" events={events}"
+        return text
+
+    def _text_opening(self, key: tuple[str, str, str]) -> str:
+        """The text line's first pairs, `method`, `code` and `reason`: kept for the next call that ends alike."""
+        method, code, reason = key
+        opening = f"method={_text(method)} code={code}" + (f" reason={_text(reason)}" if reason else "")
+        if len(self._text_openings) < MAX_OPENINGS:
+            self._text_openings[key] = opening
+        return opening
+
     def _opening(self, method: str, outcome: Outcome) -> str:
         """The line's first keys, `method`, `code` and `reason`, as JSON: kept for the next call that ends alike."""
         opening = f'"method":{_json(method)},"code":"{outcome.code_name}"'
@@ -222,11 +249,12 @@ class AccessLog:
             self._openings[(method, outcome.code_name, outcome.reason)] = opening
         return opening
 
-    def _json_handlers(self) -> list[logging.StreamHandler[Any]] | None:
+    def _batch_handlers(self) -> list[logging.StreamHandler[Any]] | None:
         """The handlers an INFO record of the logger would reach, when it has no filter and each of them is
-        a StreamHandler or FileHandler (exactly) with a JsonFormatter and no filter: their line can then be
-        written to their streams as their `emit` would, without a LogRecord. None otherwise
-        (a handler of any other kind, a text formatter, a filter, no handler at all, a record factory)."""
+        a StreamHandler or FileHandler (exactly) with no filter, all with a JsonFormatter or all with a
+        TextFormatter: their line can then be written to their streams as their `emit` would, without a
+        LogRecord. None otherwise (a handler of any other kind, another formatter, a filter, no handler at
+        all, a record factory)."""
         log = self._log
         if log.disabled or log.filters or logging.getLogRecordFactory() is not logging.LogRecord:
             return None
@@ -239,7 +267,8 @@ class AccessLog:
                 if (
                     type(handler) not in _PLAIN_HANDLERS
                     or handler.filters
-                    or type(handler.formatter) is not JsonFormatter
+                    or type(handler.formatter) not in _BATCH_FORMATTERS
+                    or (found and type(handler.formatter) is not type(found[0].formatter))
                     or getattr(handler, "stream", None) is None  # a FileHandler that opens its file on first use
                 ):
                     return None
@@ -271,6 +300,13 @@ class AccessLog:
         if "taskName" in template and getattr(logging, "logAsyncioTasks", False):
             attributes["taskName"] = _task_name()
         return record
+
+
+def _made_line(formatter: _LineFormatter, created: float, logger: str, fields: dict[str, Any]) -> str:
+    """An INFO line of `fields`, as `formatter` writes the record `_handle` would make of them."""
+    if type(formatter) is JsonFormatter:
+        return formatter.line(created, "INFO", logger, fields)
+    return formatter.head(created, "INFO", logger) + " ".join(_pairs(fields))
 
 
 def _fields(
@@ -357,13 +393,17 @@ def _task_name() -> str | None:
     return task.get_name() if task is not None else None
 
 
+def _text(value: str) -> str:
+    """A value as a text line writes it: as it is when plain, else quoted as JSON."""
+    return value if _PLAIN.fullmatch(value) else json.dumps(value)
+
+
 def _pairs(fields: Mapping[str, Any]) -> list[str]:
     pairs = []
     for key, value in fields.items():
         kind = type(value)
         if kind is str or kind is list:
-            text = value if kind is str else ",".join(value)
-            pairs.append(f"{key}={text}" if _PLAIN.fullmatch(text) else f"{key}={json.dumps(text)}")
+            pairs.append(f"{key}={_text(value if kind is str else ','.join(value))}")
         elif kind is dict:
             pairs.extend(_pairs(value))
         else:  # a number

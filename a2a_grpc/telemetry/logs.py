@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 LOG_FORMATS = ("text", "json")
+TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 MAX_HEADS = 1024  # (level, logger) pairs whose JSON a JsonFormatter keeps
 _encode = json.JSONEncoder(default=str, separators=(",", ":")).encode
 _MILLISECONDS = tuple(f".{millisecond:03d}+00:00" for millisecond in range(1000))  # a time's ending
@@ -76,7 +77,28 @@ class JsonFormatter(logging.Formatter):
         return head
 
 
-def use_json_logs() -> None:
-    """Every handler of the root logger writes JSON lines from now on (after `logging.basicConfig`)."""
+class TextFormatter(logging.Formatter):
+    """TEXT_FORMAT's lines (`2026-01-31 12:00:00,123 INFO a2a_grpc.access: method=SendMessage ...`), whose
+    opening a caller can have without a LogRecord (`head`), its date and time to the second kept from the
+    line before when they are the same."""
+
+    def __init__(self) -> None:
+        super().__init__(TEXT_FORMAT)
+        self._second: tuple[int, str] = (-1, "")  # a second since the epoch, and its local time as asctime has it
+
+    def head(self, created: float, level: str, logger: str) -> str:
+        """The line's opening, up to its message: `asctime levelname name: `."""
+        second, text = self._second
+        if int(created) != second:
+            second = int(created)
+            text = self.formatTime(logging.makeLogRecord({"created": second, "msecs": 0}))[:-4]
+            self._second = (second, text)  # one assignment: a formatter may be shared by threads
+        return f"{text},{int((created - second) * 1000):03d} {level} {logger}: "
+
+
+def configure_logs(level: str, log_format: str) -> None:
+    """The root logger as `a2a-grpc serve` sets it up: `level`, a handler on stderr writing `log_format`'s
+    lines (`text` or `json`)."""
+    logging.basicConfig(level=level.upper())
     for handler in logging.getLogger().handlers:
-        handler.setFormatter(JsonFormatter())
+        handler.setFormatter(JsonFormatter() if log_format == "json" else TextFormatter())
