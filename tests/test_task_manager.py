@@ -20,17 +20,46 @@ from a2a_grpc.store.base import LoadedTask, TaskWrite
 from a2a_grpc.tasks import TaskManager, TaskRun
 
 
-async def test_a_run_cancelled_before_its_agent_starts_fails_its_task_and_answers_its_callers() -> None:
-    """Shutdown may cancel a run in the loop turn that submitted it: its stream and its caller still get an
-    answer (the task FAILED and stored), never a wait forever."""
+class WaitsForever:
+    """An agent that says it works on the task, then waits until it is cancelled."""
+
+    def __init__(self) -> None:
+        self.cancelled = False
+
+    async def execute(self, context: RequestContext, events: EventPublisher) -> None:
+        await events.status(a2a_pb2.TASK_STATE_WORKING)
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            self.cancelled = True
+            raise
+
+
+async def test_an_agent_that_never_waits_has_settled_and_written_its_task_when_submit_returns() -> None:
     store = MemoryStore()
     manager = TaskManager(store, EchoAgent())
+    run = await manager.submit(send_request("at once"), CallContext(principal="p"))
+    assert run.runner is None, "no asyncio task for an agent that never waited"
+    assert run.settled.done() and run.opened.done()
+    assert run.live.last_write is not None and run.live.last_write.done(), "its write went to the store on return"
+    stored = await store.get_task(run.task_id, "p")
+    assert stored is not None and stored.status.state == a2a_pb2.TASK_STATE_COMPLETED
+    assert [part.text for part in stored.artifacts[0].parts] == ["at once"]
+
+
+async def test_a_run_cancelled_before_its_task_first_runs_fails_its_task_and_its_agent_sees_the_cancel() -> None:
+    """Shutdown may cancel a run in the loop turn its agent first waited: the agent gets the CancelledError where
+    it waits, and the stream and the caller still get an answer (the task FAILED and stored), never a wait
+    forever."""
+    store = MemoryStore()
+    agent = WaitsForever()
+    manager = TaskManager(store, agent)
     call = CallContext(principal="p")
-    run = await manager.submit(send_request("never started"), call, manager.new_subscriber(close_on_interrupt=True))
-    assert run.runner is not None
+    run = await manager.submit(send_request("never ends"), call, manager.new_subscriber(close_on_interrupt=True))
+    assert run.runner is not None and run.opened.done() and not run.settled.done()
     run.runner.cancel()
-    assert await asyncio.wait_for(run.opened, 5) is None
     await asyncio.wait_for(run.settled, 5)
+    assert agent.cancelled
     await run.live.durable()
     stored = await store.get_task(run.task_id, "p")
     assert stored is not None
@@ -60,7 +89,8 @@ async def waiting_for_input(manager: TaskManager, call: CallContext) -> TaskRun:
     run = await manager.submit(send_request("the sea"), call)
     await run.settled
     await run.live.durable()
-    await asyncio.wait_for(run.runner, 5)  # type: ignore[arg-type]
+    if run.runner is not None:
+        await asyncio.wait_for(run.runner, 5)
     return run
 
 
@@ -100,8 +130,8 @@ async def test_a_load_under_way_is_shared_so_a_task_never_has_two_live_entries()
     assert stored is not None and stored.status.state == a2a_pb2.TASK_STATE_CANCELED
 
 
-class HeldLaterWrites(MemoryStore):
-    """A memory store whose writes after a task's first are durable only once `durable` is set."""
+class HeldCompletions(MemoryStore):
+    """A memory store whose writes that complete a task are durable only once `durable` is set."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -110,7 +140,8 @@ class HeldLaterWrites(MemoryStore):
 
     def apply(self, write: TaskWrite) -> asyncio.Future[None]:
         stored = super().apply(write)
-        if write.version < 2:
+        status = write.task.status if write.task is not None else write.status
+        if status is None or status.state != a2a_pb2.TASK_STATE_COMPLETED:
             return stored
         self.held += 1
         return asyncio.ensure_future(self._once_durable(stored))
@@ -121,10 +152,10 @@ class HeldLaterWrites(MemoryStore):
 
 
 async def test_an_answer_at_once_shows_only_what_is_stored() -> None:
-    """SendMessage with return_immediately answers once the task's create is stored; the echo agent meanwhile
-    completes it, but that write is held: while it is, no answer may show the completion (a crash would undo
-    it); once it is stored, the answer may."""
-    store = HeldLaterWrites()
+    """SendMessage with return_immediately answers once the task's create is stored; the echo agent completes
+    it meanwhile (at once: in the same write), but the write that completes it is held: while it is, no answer
+    may show the completion (a crash would undo it); once it is stored, the answer may."""
+    store = HeldCompletions()
     manager = TaskManager(store, EchoAgent())
     card = a2a_pb2.AgentCard(name="test")
     servicer = A2AServicer(manager, card, ExtensionRegistry([]))

@@ -1,5 +1,6 @@
-"""The agent's runs in this process: each in its own asyncio task, so a client that goes away never cancels
-the work; what the agent publishes, recorded into its task; cancelling a run; stopping them all at shutdown."""
+"""The agent's runs in this process: each started at once, within the call that sent the message, and moved to
+an asyncio task of its own when it first waits (`eager`), so a client that goes away never cancels the work;
+what the agent publishes, recorded into its task; cancelling a run; stopping them all at shutdown."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from a2a_grpc.agent import AgentExecutor, EventPublisher, PublisherError, TaskLi
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.ids import new_id
 from a2a_grpc.protocol import INTERRUPTED_STATES, TERMINAL_STATES
+from a2a_grpc.tasks.eager import start_eagerly
 from a2a_grpc.tasks.limits import TaskLimits
 from a2a_grpc.tasks.live import SETTLED_STATES, LiveTask, TaskState
 from a2a_grpc.tasks.live_tasks import LiveTasks
@@ -38,8 +40,12 @@ class AgentRuns:
         return self._writer.loop
 
     def start(self, run: TaskRun) -> None:
-        """Start the agent on `run`, in an asyncio task of its own."""
-        runner = self.loop.create_task(self._execute(run))
+        """Run the agent on `run` until it first waits, then in an asyncio task of its own: an agent that
+        answers without waiting has settled the run, and its changes are handed to the store, on return."""
+        runner = start_eagerly(self.loop, self._execute(run))
+        if runner is None:
+            self._run_finished(run)
+            return
         run.runner = runner
         self._runners.add(runner)
         runner.add_done_callback(lambda _: self._run_finished(run))
@@ -162,6 +168,7 @@ class AgentRuns:
             live.run = None
         if not run.settled.done():
             run.settled.set_result(None)
+        self._writer.flush(live, run.trace)  # the run's last changes: nothing more of it is coming this turn
         self._tasks.release(live)
 
     # ---- cancel ------------------------------------------------------------------------------

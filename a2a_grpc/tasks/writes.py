@@ -155,12 +155,19 @@ class TaskWriter:
 
     # ---- the store's answer ------------------------------------------------------------------
 
+    def flush(self, live: LiveTask, trace: TraceContext | None) -> None:
+        """Hand the task's pending write, if any, to the store now rather than at the end of the turn."""
+        if live.pending is not None:
+            self._flush(live, trace)
+
     def _flush(self, live: LiveTask, trace: TraceContext | None) -> None:
-        """Hand the task's pending write to the store; `trace` is the run's, when the write was opened
-        (else the run's now: a resumed task's message is written before its run starts)."""
+        """Hand the task's pending write to the store, unless `flush` did; `trace` is the run's, when the write
+        was opened (else the run's now: a resumed task's message is written before its run starts)."""
         write, durable = live.pending, live.last_write
+        if write is None:
+            return
         live.pending = None
-        assert write is not None and durable is not None
+        assert durable is not None
         if trace is None and live.run is not None:
             trace = live.run.trace
         span = trace.tracing.store_write(trace, write) if trace is not None else None
