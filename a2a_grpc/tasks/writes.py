@@ -84,7 +84,11 @@ class TaskWriter:
         """Apply, persist and publish a new status; its message (and a user message) join the history."""
         write = self.pending_write(live)
         task = live.task
-        status = a2a_pb2.TaskStatus(state=state)
+        response = a2a_pb2.StreamResponse()  # the event, built in place: the status is its own
+        event = response.status_update
+        event.task_id, event.context_id = task.id, task.context_id
+        status = event.status
+        status.state = state
         stamp_now(status.timestamp)
         delta = write.task is None  # a create takes the whole task at the flush
         if user_message is not None:
@@ -104,8 +108,7 @@ class TaskWriter:
             write.history_kept = self._max_history
         live.set_status(status)
         write.status = status
-        event = a2a_pb2.TaskStatusUpdateEvent(task_id=task.id, context_id=task.context_id, status=status)
-        self._publish(live, write, a2a_pb2.StreamResponse(status_update=event), state)
+        self._publish(live, write, response, state)
         if state in TERMINAL_STATES:
             for subscriber in live.subscribers:
                 subscriber.close()
@@ -118,10 +121,12 @@ class TaskWriter:
         if write.task is None:  # a delta keeps the chunk as published, whatever the agent does with it later
             write.artifacts.append((copy_artifact(artifact), append))
         live.apply_artifact(artifact, append)
-        event = a2a_pb2.TaskArtifactUpdateEvent(
-            task_id=task.id, context_id=task.context_id, artifact=artifact, append=append, last_chunk=last_chunk
-        )
-        self._publish(live, write, a2a_pb2.StreamResponse(artifact_update=event), 0)
+        response = a2a_pb2.StreamResponse()  # the event, built in place: one copy of the chunk
+        event = response.artifact_update
+        event.task_id, event.context_id = task.id, task.context_id
+        event.artifact.CopyFrom(artifact)
+        event.append, event.last_chunk = append, last_chunk
+        self._publish(live, write, response, 0)
 
     def pending_write(self, live: LiveTask) -> TaskWrite:
         """The write collecting this task's changes of the current event-loop turn, opened before a
