@@ -480,7 +480,7 @@ def targets(records: list[Record], concurrencies: list[int]) -> list[Record]:
     out: list[Record] = []
     kept = _ratio(by_name, f"send.memory.ext@{c}", f"send.bare@{c}")
     if kept is not None:
-        out.append({"target": f"send.memory.ext@{c} >= 0.75x bare (access log on)", "value": kept, "met": kept >= 0.75})
+        out.append({"target": f"send.memory.ext@{c} >= 0.75x bare", "value": kept, "met": kept >= 0.75})
     for store in ("memory", "sqlite"):
         added = _added_cpu(by_name, f"send.{store}.ext@{c}", f"send.{store}.noext@{c}")
         if added:
