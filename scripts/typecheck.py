@@ -20,6 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 STAGE = ROOT / "build" / "typecheck"
 CONFIG = "pyproject.toml"
 MAPPED = {"interceptors": "a2a_grpc/interceptors"}  # source folder: where the installed package has it
+NOT_READ = frozenset({"__pycache__", "site-packages", "node_modules"})  # besides dot names: what mypy skips in a folder
 STAGED_MAPPED = {re.compile(f"^{re.escape(staged)}/", re.MULTILINE): f"{source}/" for source, staged in MAPPED.items()}
 
 
@@ -31,9 +32,9 @@ def _mypy_folders() -> list[str]:
 
 def _not_python_source(directory: str, names: list[str]) -> set[str]:
     def kept(name: str) -> bool:
-        if (Path(directory) / name).is_dir():
-            return name != "__pycache__" and not name.startswith(".")
-        return name.endswith((".py", ".pyi"))
+        if name in NOT_READ or name.startswith("."):
+            return False
+        return (Path(directory) / name).is_dir() or name.endswith((".py", ".pyi"))
 
     return {name for name in names if not kept(name)}
 
