@@ -13,7 +13,7 @@ ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_ROOT_USER_ACTION=ignore
 RUN python -m venv /opt/a2a-grpc
 WORKDIR /src
-# a2a_grpc/interceptors is a link to interceptors/: the wheel carries it as a2a_grpc.interceptors
+# interceptors/ is installed as a2a_grpc.interceptors (pyproject's package-dir mapping)
 COPY pyproject.toml README.md LICENSE ./
 COPY interceptors ./interceptors
 COPY a2a_grpc ./a2a_grpc
