@@ -3,10 +3,16 @@
 SendMessage returns one fixed, prebuilt Task shaped like the echo agent's answer; SendStreamingMessage
 sends fixed, prebuilt events shaped like the chunk agent's stream. No interceptors. Runs on uvloop when
 installed. `python -m bench.bare_server` prints READY_PREFIX + port and serves until SIGTERM.
+
+With `--asks` (send.bare-asks), SendMessage also asks of gRPC what our interceptor chain asks on every call:
+the request's metadata, the peer and the deadline, and it sets the trailers that echo an activated extension;
+its answer is the same prebuilt Task, encoded once. What it costs beside send.bare is the part of our servers'
+cost that is gRPC's own work for those asks, not our code.
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
 import time
 from collections.abc import AsyncIterator
@@ -17,6 +23,7 @@ from google.protobuf import timestamp_pb2
 
 from a2a_grpc.cli import run_async
 from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
+from a2a_grpc.protocol import EXTENSIONS_HEADER
 from bench.protocol import CHUNKS, ECHO_TEXT, chunk_text, serve_until_signalled
 
 TaskState = a2a_pb2.TaskState
@@ -78,6 +85,18 @@ class BareServicer(a2a_pb2_grpc.A2AServiceServicer):
     async def SendMessage(self, request: a2a_pb2.SendMessageRequest, context: Any) -> a2a_pb2.SendMessageResponse:
         return self._echo
 
+
+class AskingServicer(BareServicer):
+    """BareServicer, asking gRPC on every SendMessage what our chain asks."""
+
+    async def SendMessage(self, request: a2a_pb2.SendMessageRequest, context: Any) -> a2a_pb2.SendMessageResponse:
+        metadata = context.invocation_metadata()
+        context.peer()
+        context.time_remaining()
+        echo = next((value for key, value in metadata if key == EXTENSIONS_HEADER), "")
+        context.set_trailing_metadata(((EXTENSIONS_HEADER, echo),))
+        return self._echo
+
     async def SendStreamingMessage(
         self, request: a2a_pb2.SendMessageRequest, context: Any
     ) -> AsyncIterator[a2a_pb2.StreamResponse]:
@@ -85,13 +104,20 @@ class BareServicer(a2a_pb2_grpc.A2AServiceServicer):
             yield event
 
 
-async def serve() -> int:
+async def serve(asks: bool) -> int:
     server = grpc.aio.server()
-    a2a_pb2_grpc.add_A2AServiceServicer_to_server(BareServicer(), server)  # type: ignore[no-untyped-call]
+    servicer = AskingServicer() if asks else BareServicer()
+    a2a_pb2_grpc.add_A2AServiceServicer_to_server(servicer, server)  # type: ignore[no-untyped-call]
     port = server.add_insecure_port("127.0.0.1:0")
     await server.start()
     return await serve_until_signalled(port, lambda: server.stop(1.0))
 
 
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--asks", action="store_true", help="ask gRPC on every SendMessage what our chain asks")
+    return run_async(serve(parser.parse_args().asks))
+
+
 if __name__ == "__main__":
-    sys.exit(run_async(serve()))
+    sys.exit(main())

@@ -2,6 +2,8 @@
 
 Case families (filter them with --cases, shell-style patterns):
   send.bare, send.sdk, send.{memory,sqlite}.{ext,noext}   SendMessage, echo agent, at each --concurrency
+  send.bare-asks                                          send.bare asking gRPC on every call what our chain asks
+                                                          (metadata, peer, deadline; the echo in the trailers)
   send.memory.ext-headers                               ext, with unary calls echoing in headers too
   send.memory.v03{,-noext}                                send.memory.{ext,noext}'s settings, called on the A2A 0.3
                                                           face (a2a.v1.A2AService: no a2a-version, the extension
@@ -115,6 +117,7 @@ class Family:
 
 FAMILIES = (
     Family("send.bare", "send", "bare"),
+    Family("send.bare-asks", "send", "bare", extension=True),
     Family("send.sdk", "send", "sdk"),
     Family("send.memory.ext", "send", "ours", "memory", extension=True),
     Family("send.memory.noext", "send", "ours", "memory"),
@@ -275,7 +278,7 @@ class Bench:
     def _server_argv(self, family: Family, store: str = "memory") -> list[str]:
         agent = {"send": "echo", "memory": "echo", "replica": "ticks"}.get(family.kind, "chunks")
         if family.server == "bare":
-            return [sys.executable, "-m", "bench.bare_server"]
+            return [sys.executable, "-m", "bench.bare_server", *(["--asks"] if family.extension else [])]
         if family.server == "sdk":
             argv = [str(self._sdk_python()), "-m", "bench.sdk_server", "--agent", agent]
             return argv + (["--uvloop"] if self.args.sdk_uvloop else [])
