@@ -34,6 +34,9 @@ class WaitsForever:
             self.cancelled = True
             raise
 
+    async def cancel(self, context: RequestContext, events: EventPublisher) -> None:
+        await events.canceled()
+
 
 async def test_an_agent_that_never_waits_has_settled_and_written_its_task_when_submit_returns() -> None:
     store = MemoryStore()
