@@ -85,6 +85,12 @@ class BareServicer(a2a_pb2_grpc.A2AServiceServicer):
     async def SendMessage(self, request: a2a_pb2.SendMessageRequest, context: Any) -> a2a_pb2.SendMessageResponse:
         return self._echo
 
+    async def SendStreamingMessage(
+        self, request: a2a_pb2.SendMessageRequest, context: Any
+    ) -> AsyncIterator[a2a_pb2.StreamResponse]:
+        for event in self._stream:
+            yield event
+
 
 class AskingServicer(BareServicer):
     """BareServicer, asking gRPC on every SendMessage what our chain asks."""
@@ -96,12 +102,6 @@ class AskingServicer(BareServicer):
         echo = next((value for key, value in metadata if key == EXTENSIONS_HEADER), "")
         context.set_trailing_metadata(((EXTENSIONS_HEADER, echo),))
         return self._echo
-
-    async def SendStreamingMessage(
-        self, request: a2a_pb2.SendMessageRequest, context: Any
-    ) -> AsyncIterator[a2a_pb2.StreamResponse]:
-        for event in self._stream:
-            yield event
 
 
 async def serve(asks: bool) -> int:

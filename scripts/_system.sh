@@ -2,12 +2,13 @@
 # or with password-less sudo). PostgreSQL's server binaries for the store tests (found as tests/pg_cluster.py
 # finds them); Go and its gRPC packages for tests/test_go_client.py, which builds in GOPATH mode (no module
 # proxy reaches these machines): github.com/golang/protobuf must be 1.5 (the 1.3 of golang-goprotobuf-dev
-# panics in makeOneOfMarshaler, and conflicts with it). A test whose tool is still missing fails, naming it.
+# panics in makeOneOfMarshaler, and conflicts with it); valgrind for bench.instructions (tests/test_bench.py). A test
+# whose tool is still missing fails, naming it.
 go_packages=(golang-go protobuf-compiler protoc-gen-go protoc-gen-go-grpc golang-google-protobuf-dev
   golang-github-golang-protobuf-1-5-dev golang-google-grpc-dev golang-google-genproto-dev)
 wanted=()
 "${A2A_GRPC_PYTHON:-python3}" tests/pg_cluster.py >/dev/null 2>&1 || wanted+=(postgresql)
-for package in "${go_packages[@]}"; do
+for package in "${go_packages[@]}" valgrind; do
   dpkg-query -W -f='${db:Status-Abbrev}' "$package" 2>/dev/null | grep -q '^ii' || wanted+=("$package")
 done
 if [ "${#wanted[@]}" -gt 0 ]; then

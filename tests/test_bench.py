@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +40,7 @@ WITH_SDK = _with_sdk()
 CONCURRENCY = (1, 2)
 SEND_FAMILIES = (
     "send.bare",
+    "send.bare-asks",  # send.bare asking gRPC what our chain asks
     "send.sdk",
     "send.memory.ext",
     "send.memory.ext-headers",
@@ -167,6 +170,7 @@ def test_ratios_and_table_are_reported(bench_run: tuple[dict[str, Any], str]) ->
     top = max(CONCURRENCY)
     wanted = (
         f"send.memory.ext@{top} / sdk",
+        f"send.bare-asks@{top} / bare",
         f"send.sqlite.noext@{top} / bare",
         f"extension overhead send.memory@{top} (1 - ext/noext)",
         f"extension overhead send.sqlite@{top}, server CPU (ext/noext - 1)",
@@ -365,3 +369,26 @@ def test_auth_cases_are_measured_side_by_side_on_servers_refusing_unsecured_call
     assert len(document["auth"]) == 3  # each case's server CPU per request
     for line in ("a call without credentials refused", "server CPU per request", "Targets:"):
         assert line in stdout
+
+
+def test_instructions_are_counted_per_call_for_each_server() -> None:
+    """bench.instructions under valgrind: every server answers its calls (each COMPLETED, or the run fails),
+    and ours does more per call than the bare servicer."""
+    if shutil.which("valgrind") is None:
+        pytest.fail("valgrind is missing: scripts/test installs Debian's valgrind package")
+    result = subprocess.run(
+        [sys.executable, "-m", "bench.instructions", "--calls", "30", "--servers", "bare,memory.ext"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    counts = {
+        line.split()[0]: float(line.split()[1].replace(",", ""))
+        for line in result.stdout.splitlines()
+        if line.endswith("instructions per SendMessage")
+    }
+    assert set(counts) == {"bare", "memory.ext"}, result.stdout
+    assert 0 < counts["bare"] < counts["memory.ext"], counts
+    assert "bare / memory.ext" in result.stdout
