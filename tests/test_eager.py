@@ -1,5 +1,6 @@
-"""Starting a coroutine eagerly (a2a_grpc.tasks.eager), as the agent's runs start: its first steps within the
-caller, in a context of its own, and a task for the rest only once it waits."""
+"""The agent's run as a task of its own (a2a_grpc.tasks.eager): the agent sees the run's task as current from its
+first step, so what it sets on its task (a timeout) acts on the run, never on the call that started it; where
+asyncio starts tasks eagerly (Python 3.12+) a run that never waits ends before its start returns."""
 
 from __future__ import annotations
 
@@ -8,86 +9,72 @@ import contextvars
 
 import pytest
 
-from a2a_grpc.tasks.eager import start_eagerly
+from a2a_grpc.tasks.eager import EAGER_START, start_eagerly
 
 SEEN: contextvars.ContextVar[str] = contextvars.ContextVar("seen", default="caller's")
 
 
-async def test_a_coroutine_that_never_waits_runs_to_its_end_at_once_without_a_task() -> None:
+async def test_the_coroutine_runs_as_its_own_task_in_its_own_context_from_its_first_step() -> None:
+    caller = asyncio.current_task()
+    tasks: list[asyncio.Task[object] | None] = []
+    gate: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    async def run() -> None:
+        tasks.append(asyncio.current_task())
+        SEEN.set("its own")
+        await gate
+        tasks.append(asyncio.current_task())
+
+    task = start_eagerly(asyncio.get_running_loop(), run())
+    assert task is not None
+    assert tasks == ([task] if EAGER_START else []), "eagerly: its first step ran already, as the task's"
+    assert SEEN.get() == "caller's"
+    gate.set_result(None)
+    await asyncio.wait_for(task, 5)
+    assert tasks == [task, task] and caller not in tasks
+
+
+async def test_a_timeout_set_in_the_first_step_cancels_the_run_and_leaves_the_caller_alone() -> None:
+    outcome: list[str] = []
+
+    async def run() -> None:
+        try:
+            async with asyncio.timeout(0):  # due at once: expires at the run's first wait
+                await asyncio.Event().wait()
+        except TimeoutError:
+            outcome.append("timed out")
+
+    task = start_eagerly(asyncio.get_running_loop(), run())
+    assert task is not None
+    await asyncio.wait_for(task, 5)
+    assert outcome == ["timed out"]
+    await asyncio.sleep(0)  # the caller (this test's task) was not cancelled: it goes on
+
+
+async def test_a_run_that_never_waits_ends_at_once_where_asyncio_starts_tasks_eagerly() -> None:
     steps: list[str] = []
 
     async def at_once() -> None:
         steps.append("ran")
 
-    tasks_before = len(asyncio.all_tasks())
-    assert start_eagerly(asyncio.get_running_loop(), at_once()) is None
-    assert steps == ["ran"] and len(asyncio.all_tasks()) == tasks_before
-
-
-async def test_a_coroutine_that_waits_goes_on_in_a_task_once_what_it_waits_on_is_done() -> None:
-    steps: list[str] = []
-    gate = asyncio.get_running_loop().create_future()
-
-    async def waits() -> None:
-        steps.append("first")
-        steps.append(await gate)
-        await asyncio.sleep(0)
-        steps.append("last")
-
-    task = start_eagerly(asyncio.get_running_loop(), waits())
-    assert task is not None and steps == ["first"]
-    for _ in range(5):  # loop turns: nothing moves while the gate is shut
-        await asyncio.sleep(0)
-    assert steps == ["first"] and not task.done()
-    gate.set_result("second")
-    await asyncio.wait_for(task, 5)
-    assert steps == ["first", "second", "last"]
-
-
-async def test_its_context_is_its_own_from_the_first_step_on() -> None:
-    gate = asyncio.get_running_loop().create_future()
-    seen: list[str] = []
-
-    async def sets_and_reads() -> None:
-        SEEN.set("its own")
-        await gate
-        seen.append(SEEN.get())
-        SEEN.set("changed in its task")
-
-    task = start_eagerly(asyncio.get_running_loop(), sets_and_reads())
-    assert task is not None
-    assert SEEN.get() == "caller's"
-    gate.set_result(None)
-    await asyncio.wait_for(task, 5)
-    assert seen == ["its own"] and SEEN.get() == "caller's"
-
-
-@pytest.mark.parametrize("first_turn_ran", [False, True])
-async def test_a_cancel_reaches_the_coroutine_where_it_waits_and_cancels_what_it_waits_on(first_turn_ran: bool) -> None:
-    """Cancelled before its task's first step (what a shutdown in the same loop turn does) or after it."""
-    gate: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-    got: list[str] = []
-
-    async def waits() -> None:
-        try:
-            await gate
-        except asyncio.CancelledError:
-            got.append("cancelled")
-            raise
-
-    task = start_eagerly(asyncio.get_running_loop(), waits())
-    assert task is not None
-    if first_turn_ran:
-        await asyncio.sleep(0)
-    task.cancel()
-    with pytest.raises(asyncio.CancelledError):
+    task = start_eagerly(asyncio.get_running_loop(), at_once())
+    if EAGER_START:
+        assert task is None and steps == ["ran"]
+    else:
+        assert task is not None and steps == []
         await asyncio.wait_for(task, 5)
-    assert got == ["cancelled"] and gate.cancelled() and task.cancelled()
+        assert steps == ["ran"]
 
 
-async def test_what_it_raises_before_it_waits_reaches_the_caller() -> None:
+async def test_what_the_run_raises_before_it_waits_is_not_lost() -> None:
     async def fails() -> None:
         raise LookupError("at once")
 
-    with pytest.raises(LookupError, match="at once"):
-        start_eagerly(asyncio.get_running_loop(), fails())
+    if EAGER_START:
+        with pytest.raises(LookupError, match="at once"):
+            start_eagerly(asyncio.get_running_loop(), fails())
+    else:
+        task = start_eagerly(asyncio.get_running_loop(), fails())
+        assert task is not None
+        with pytest.raises(LookupError, match="at once"):
+            await asyncio.wait_for(task, 5)

@@ -1,6 +1,6 @@
-"""The agent's runs in this process: each started at once, within the call that sent the message, and moved to
-an asyncio task of its own when it first waits (`eager`), so a client that goes away never cancels the work;
-what the agent publishes, recorded into its task; cancelling a run; stopping them all at shutdown."""
+"""The agent's runs in this process: each in an asyncio task of its own (started eagerly where asyncio can:
+`eager`), so a client that goes away never cancels the work; what the agent publishes, recorded into its task;
+cancelling a run; stopping them all at shutdown."""
 
 from __future__ import annotations
 
@@ -40,8 +40,8 @@ class AgentRuns:
         return self._writer.loop
 
     def start(self, run: TaskRun) -> None:
-        """Run the agent on `run` until it first waits, then in an asyncio task of its own: an agent that
-        answers without waiting has settled the run, and its changes are handed to the store, on return."""
+        """Run the agent on `run` in an asyncio task of its own; started eagerly, an agent that answers without
+        waiting has settled the run, and its changes are handed to the store, on return."""
         runner = start_eagerly(self.loop, self._execute(run))
         if runner is None:
             self._run_finished(run)
