@@ -17,12 +17,11 @@ from a2a_grpc.call import CallContext, owner_call
 from a2a_grpc.errors import A2AError, TaskChangedError
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.ids import new_id
-from a2a_grpc.protocol import RUNNING_STATES, TERMINAL_STATES
+from a2a_grpc.protocol import RUNNING_STATES
 from a2a_grpc.store.base import SharedStore, StoreError
 from a2a_grpc.tasks.agent_runs import CANCEL_GRACE_SECONDS, AgentRuns
-from a2a_grpc.tasks.live import LiveTask
 from a2a_grpc.tasks.live_tasks import LiveTasks
-from a2a_grpc.tasks.writes import TaskWriter
+from a2a_grpc.tasks.machine import Phase, TaskMachine
 
 log = logging.getLogger(__name__)
 
@@ -36,13 +35,12 @@ ROUTED_CANCEL_MARGIN_SECONDS = 2.0
 
 class ReplicaKeeper:
     """The background work of one replica, and what it does to the tasks of the others: it acts on this
-    process's live tasks through `tasks`, `writer` and `runs`, as the task manager does."""
+    process's live tasks through their machines (found in `tasks`) and `runs`, as the task manager does."""
 
     def __init__(
         self,
         store: SharedStore,
         tasks: LiveTasks,
-        writer: TaskWriter,
         runs: AgentRuns,
         *,
         lease_seconds: float = LEASE_SECONDS,
@@ -50,7 +48,6 @@ class ReplicaKeeper:
     ) -> None:
         self.store = store
         self._tasks = tasks
-        self._writer = writer
         self._runs = runs
         self.lease_seconds = lease_seconds
         self._poll_seconds = min(poll_seconds, lease_seconds / 3)
@@ -76,7 +73,7 @@ class ReplicaKeeper:
         except Exception as error:  # the lease then lapses on its own
             log.warning("could not give up this server's lease on its tasks: %s", error)
 
-    async def cancel_elsewhere(self, live: LiveTask, call: CallContext) -> LiveTask:
+    async def cancel_elsewhere(self, live: TaskMachine, call: CallContext) -> TaskMachine:
         """Cancel a task another replica runs: ask it through the store and wait for the task to settle;
         cancel it here if the runner does not answer (it may have died before its lease expired)."""
         watcher = self._tasks.watch(live, None, close_on_interrupt=True)
@@ -90,8 +87,8 @@ class ReplicaKeeper:
         finally:
             self._tasks.unwatch(live, watcher)
         live = await self._tasks.load(live.task.id, call)
-        if live.state not in TERMINAL_STATES and live.run is None:
-            self._writer.set_status(live, a2a_pb2.TASK_STATE_CANCELED, None)
+        if live.phase in (Phase.IDLE, Phase.INTERRUPTED):
+            live.conclude(a2a_pb2.TASK_STATE_CANCELED, None)
             try:
                 await live.durable()
             except TaskChangedError:  # the runner's own answer landed first
@@ -106,7 +103,7 @@ class ReplicaKeeper:
     async def _take_cancel_requests(self) -> None:
         for task_id in await self.store.take_cancel_requests():
             live = self._tasks.get(task_id)
-            if live is not None and live.run is not None:
+            if live is not None and live.run is not None and live.phase is not Phase.FINAL:
                 self._runs.cancel_once(live.run)
 
     async def _keep_lease(self) -> None:
@@ -154,10 +151,10 @@ class ReplicaKeeper:
             live = await self._tasks.load(task_id, owner_call(owner))
         except A2AError:
             return
-        if live.run is None and live.state in RUNNING_STATES:
+        if live.phase is Phase.IDLE and live.state in RUNNING_STATES:
             message = a2a_pb2.Message(message_id=new_id(), role=a2a_pb2.ROLE_AGENT)
             message.parts.add(text="The server running this task stopped: its lease expired.")
-            self._writer.set_status(live, a2a_pb2.TASK_STATE_FAILED, message)
+            live.conclude(a2a_pb2.TASK_STATE_FAILED, message)
             with contextlib.suppress(StoreError, A2AError):  # changed meanwhile, or the store is full
                 await live.durable()
         self._tasks.release(live)
