@@ -133,6 +133,17 @@ async def test_a_submit_while_a_run_works_on_the_task_is_refused() -> None:
     assert machine.run is run
 
 
+async def test_a_submit_on_a_task_another_replica_runs_is_refused() -> None:
+    tasks = registry(MemoryStore())
+    task = a2a_pb2.Task(id="t1", context_id="c")
+    task.status.state = a2a_pb2.TASK_STATE_WORKING
+    machine = TaskMachine(tasks, task, OWNER, 3, 4)
+    assert phase(machine) is Phase.IDLE
+    with pytest.raises(UnsupportedOperationError, match="still processing"):
+        machine.submit(context(machine, user_message("more", "t1")), created=False)
+    assert machine.run is None and machine.version == 3
+
+
 async def test_a_submit_for_another_context_is_refused() -> None:
     tasks = registry(MemoryStore())
     machine, _ = await interrupted(tasks)

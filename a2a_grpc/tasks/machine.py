@@ -258,13 +258,12 @@ class TaskMachine:
         if created and (self.version > 0 or self.phase is not Phase.IDLE):
             raise TransitionError(f"task {self.task.id} was created already")
         if not created:
-            self._check_open()
+            self._check_not_dropped()
             check_resumable(self.task, message, busy=self.phase is not Phase.INTERRUPTED)
             message.context_id = self.task.context_id
+            self._change_status(a2a_pb2.TASK_STATE_WORKING, None, message)  # before the run: see _flush_pending
         run = self.run = TaskRun(self, context, self._home.loop, created=created, trace=trace, clock=clock)
         self.phase = Phase.RUNNING
-        if not created:
-            self._change_status(a2a_pb2.TASK_STATE_WORKING, None, message)
         if subscriber is not None:
             subscriber.attach(self._home.log(self), self.seq, self.seq)
             self.subscribers.append(subscriber)
@@ -547,7 +546,7 @@ class TaskMachine:
         if run is not None and run.runner is not None:
             run.runner.cancel()
 
-    def _check_open(self) -> None:
+    def _check_not_dropped(self) -> None:
         if self.phase is Phase.DROPPED:
             raise TransitionError(f"task {self.task.id} was dropped: it takes nothing more")
 

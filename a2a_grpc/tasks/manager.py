@@ -2,7 +2,7 @@
 
 Data path of a message: the servicer calls `submit`, which takes the message into a new or existing
 task and starts the agent in its own asyncio task, so a client that goes away never cancels the work.
-Every event the agent publishes is applied to the live Task, written to the store as a delta, and
+Every event the agent publishes is applied to the task by its machine, written to the store as a delta, and
 pushed to each subscriber of the task in order. Callers wait on the run (`TaskRun.settled`) and on
 the last write (`durable`) before they acknowledge anything. Every read goes through here too, so
 that what a caller may see is decided in one place (`check_visible`).
@@ -96,10 +96,10 @@ class TaskManager:
 
     async def get_task(self, task_id: str, call: CallContext) -> a2a_pb2.Task:
         """The task as far as it is durable: nothing a crash could still take back."""
-        live = self._tasks.get(task_id)
-        if live is not None and self._tasks.current(live):
-            check_visible(task_id, live.owner, call, live.shown)
-            return await live.durable_task()
+        machine = self._tasks.get(task_id)
+        if machine is not None and self._tasks.current(machine):
+            check_visible(task_id, machine.owner, call, machine.shown)
+            return await machine.durable_task()
         task = await self.store.get_task(task_id, call.owner)
         if task is None:
             raise not_found(task_id)
@@ -238,29 +238,29 @@ class TaskManager:
         """A stream on a task that is not final, or, `after` an event the caller saw, the events it missed
         (a final task's stream then replays them and ends)."""
         self._check_open()
-        live = await self._tasks.load(task_id, call)
-        if after is not None and after > live.seq:
-            self._tasks.release(live)
+        machine = await self._tasks.load(task_id, call)
+        if after is not None and after > machine.seq:
+            self._tasks.release(machine)
             raise InvalidRequestError(
                 f"{STREAM_AFTER_HEADER} is past the task's last event",
-                violations=[(STREAM_AFTER_HEADER, f"task {task_id} has {live.seq} events")],
+                violations=[(STREAM_AFTER_HEADER, f"task {task_id} has {machine.seq} events")],
             )
-        if live.state in TERMINAL_STATES and after is None:
-            self._tasks.release(live)
+        if machine.state in TERMINAL_STATES and after is None:
+            self._tasks.release(machine)
             raise UnsupportedOperationError(
                 f"task {task_id} is in a terminal state; use GetTask", metadata={"taskId": task_id}
             )
-        subscriber = self._tasks.watch(live, after)
-        if live.state in TERMINAL_STATES:
+        subscriber = self._tasks.watch(machine, after)
+        if machine.state in TERMINAL_STATES:
             subscriber.close()
-        return Subscription(copy_task(live.task), live.seq, live.last_write, subscriber, live)
+        return Subscription(copy_task(machine.task), machine.seq, machine.last_write, subscriber, machine)
 
     def new_subscriber(self, *, close_on_interrupt: bool) -> Subscriber:
         """A stream's subscriber; one that closes on an interrupted state ends with its message's answer."""
         return self._tasks.new_subscriber(close_on_interrupt=close_on_interrupt)
 
-    async def unsubscribe(self, live: TaskMachine, subscriber: Subscriber) -> None:
-        self._tasks.unwatch(live, subscriber)
+    async def unsubscribe(self, machine: TaskMachine, subscriber: Subscriber) -> None:
+        self._tasks.unwatch(machine, subscriber)
 
     async def cancel(self, task_id: str, call: CallContext) -> a2a_pb2.Task:
         machine = await self._tasks.load(task_id, call)
@@ -302,11 +302,11 @@ class TaskManager:
             return 0
         orphans = await self.store.running_tasks()
         for task_id, owner in orphans:
-            live = await self._tasks.load(task_id, owner_call(owner))
+            machine = await self._tasks.load(task_id, owner_call(owner))
             message = a2a_pb2.Message(message_id=new_id(), role=a2a_pb2.ROLE_AGENT)
-            live.conclude(a2a_pb2.TASK_STATE_FAILED, stopped_message(message))
-            await live.durable()
-            self._tasks.release(live)
+            machine.conclude(a2a_pb2.TASK_STATE_FAILED, stopped_message(message))
+            await machine.durable()
+            self._tasks.release(machine)
         return len(orphans)
 
     async def close(self) -> int:
@@ -317,11 +317,11 @@ class TaskManager:
         Returns how many tasks it failed."""
         self._closing = True
         await self._pruner.stop()
-        failing = sum(1 for live in self._tasks if live.phase in (Phase.RUNNING, Phase.CANCELLING))
+        failing = sum(1 for machine in self._tasks if machine.phase in (Phase.RUNNING, Phase.CANCELLING))
         await self._runs.stop()
         await self._writer.finish_recoveries()
-        for live in self._tasks:
-            for subscriber in live.subscribers:
+        for machine in self._tasks:
+            for subscriber in machine.subscribers:
                 subscriber.stop()
         if self._replicas is not None:
             await self._replicas.stop()
@@ -334,8 +334,8 @@ class TaskManager:
     def task_counts(self) -> dict[int, int]:
         """How many tasks this process holds (works on or watches), by TaskState: for the metrics, at a scrape."""
         counts: dict[int, int] = {}
-        for live in self._tasks:
-            counts[live.state] = counts.get(live.state, 0) + 1
+        for machine in self._tasks:
+            counts[machine.state] = counts.get(machine.state, 0) + 1
         return counts
 
 
@@ -355,9 +355,9 @@ def _task_query(request: a2a_pb2.ListTasksRequest, page_size: int, owner: str) -
 
 
 def _first_push_config(
-    config: a2a_pb2.TaskPushNotificationConfig, live: TaskMachine
+    config: a2a_pb2.TaskPushNotificationConfig, machine: TaskMachine
 ) -> a2a_pb2.TaskPushNotificationConfig:
     """The config a message creating a task carries, made the task's: stored with the task's first write."""
-    config.task_id = live.task.id
+    config.task_id = machine.task.id
     config.id = config.id or new_id()
     return config

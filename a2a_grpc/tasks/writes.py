@@ -79,7 +79,7 @@ class TaskWriter:
 
     def _stored(
         self,
-        live: TaskMachine,
+        machine: TaskMachine,
         durable: asyncio.Future[None],
         stored: asyncio.Future[None],
         span: WriteSpan | None,
@@ -90,33 +90,33 @@ class TaskWriter:
         if span is not None:
             span.end(error)
         if error is not None:
-            if live.write_error is None:
-                live.write_failed(self._refusal(live, error))
-            error = live.write_error
+            if machine.write_error is None:
+                machine.write_failed(self._refusal(machine, error))
+            error = machine.write_error
         elif self._refusing:
             self._storage_accepted()
         if error is None and created_pushed:
-            self._pushed.add(live.task.id)
-        if error is None and live.task.id in self._pushed and self._on_push_due is not None:
-            self._on_push_due(live.task.id)
-            if live.state in TERMINAL_STATES:
-                self._pushed.discard(live.task.id)
-        live.stored(durable, error)
+            self._pushed.add(machine.task.id)
+        if error is None and machine.task.id in self._pushed and self._on_push_due is not None:
+            self._on_push_due(machine.task.id)
+            if machine.state in TERMINAL_STATES:
+                self._pushed.discard(machine.task.id)
+        machine.stored(durable, error)
 
-    def _refusal(self, live: TaskMachine, error: BaseException) -> BaseException:
+    def _refusal(self, machine: TaskMachine, error: BaseException) -> BaseException:
         """What callers of the task's writes get for the first write of it the store refused or lost (every
         later one fails too: the stored version stays behind; when another replica's write moved it on, the
         store refuses the rest of the task's `chain`); logged, and counted when the store is full or gone."""
         if isinstance(error, VersionConflictError) and self.store.shared:
-            log.warning("task %s was changed by another replica meanwhile: %s", live.task.id, error)
-            error = changed_meanwhile(live.task.id)
+            log.warning("task %s was changed by another replica meanwhile: %s", machine.task.id, error)
+            error = changed_meanwhile(machine.task.id)
         elif isinstance(error, StorageFullError | StoreUnavailableError):
             self._storage_refused(error)
-            if live.version > 1:  # stored before: it would stay running with no agent behind it
-                self._unstored[live.task.id] = live.owner
+            if machine.version > 1:  # stored before: it would stay running with no agent behind it
+                self._unstored[machine.task.id] = machine.owner
             error = error if isinstance(error, StoreUnavailableError) else storage_unavailable()
         else:
-            log.error("could not persist task %s: %s", live.task.id, error)
+            log.error("could not persist task %s: %s", machine.task.id, error)
         return error
 
     # ---- push notification configs -----------------------------------------------------------
@@ -182,14 +182,14 @@ class TaskWriter:
         still running, they would otherwise wait for an agent that is gone until the next restart."""
         for task_id, owner in unstored.items():
             try:
-                live = await self._tasks.load(task_id, owner_call(owner))
+                machine = await self._tasks.load(task_id, owner_call(owner))
             except A2AError:
                 continue
-            if live.phase is Phase.IDLE:  # no run here, not settled
+            if machine.phase is Phase.IDLE:  # no run here, not settled
                 message = a2a_pb2.Message(message_id=new_id(), role=a2a_pb2.ROLE_AGENT)
                 message.parts.add(text="The task could not be stored: the task store was full or out of reach.")
-                live.conclude(a2a_pb2.TASK_STATE_FAILED, message)
-            self._tasks.release(live)
+                machine.conclude(a2a_pb2.TASK_STATE_FAILED, message)
+            self._tasks.release(machine)
 
     async def finish_recoveries(self) -> None:
         """Wait until the tasks left running by a full store are failed (at shutdown)."""
