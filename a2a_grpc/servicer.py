@@ -164,7 +164,7 @@ class A2AServicer:
                 yield event
         finally:
             run.call_over()
-            await self.manager.unsubscribe(run.live, subscriber)
+            await self.manager.unsubscribe(run.machine, subscriber)
 
     # ---- tasks -------------------------------------------------------------------------------
 
@@ -193,7 +193,7 @@ class A2AServicer:
             async for event in _stream(subscription.snapshot, subscription.seq, subscription.subscriber, call):
                 yield event
         finally:
-            await self.manager.unsubscribe(subscription.live, subscription.subscriber)
+            await self.manager.unsubscribe(subscription.machine, subscription.subscriber)
 
     def _require_streaming(self) -> None:
         if not self._streaming:

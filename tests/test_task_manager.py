@@ -47,11 +47,13 @@ async def test_an_agent_that_never_waits_has_settled_and_written_its_task_when_i
     run = await manager.submit(send_request("at once"), CallContext(principal="p"))
     if EAGER_START:
         assert run.runner is None and run.settled.done() and run.opened.done()
-        assert run.live.last_write is not None and run.live.last_write.done(), "its write went to the store at once"
+        assert run.machine.last_write is not None and run.machine.last_write.done(), (
+            "its write went to the store at once"
+        )
     else:
         assert run.runner is not None and not run.settled.done()
     await asyncio.wait_for(run.settled, 5)
-    await run.live.durable()
+    await run.machine.durable()
     stored = await store.get_task(run.task_id, "p")
     assert stored is not None and stored.status.state == a2a_pb2.TASK_STATE_COMPLETED
     assert [part.text for part in stored.artifacts[0].parts] == ["at once"]
@@ -71,7 +73,7 @@ async def test_a_run_cancelled_before_its_task_runs_again_fails_its_task_and_ans
     assert await asyncio.wait_for(run.opened, 5) is None
     await asyncio.wait_for(run.settled, 5)
     assert agent.cancelled == EAGER_START
-    await run.live.durable()
+    await run.machine.durable()
     stored = await store.get_task(run.task_id, "p")
     assert stored is not None
     assert stored.status.state == a2a_pb2.TASK_STATE_FAILED
@@ -99,7 +101,7 @@ async def waiting_for_input(manager: TaskManager, call: CallContext) -> TaskRun:
     """The writer's first turn, once its task is stored waiting for input and its run has ended."""
     run = await manager.submit(send_request("the sea"), call)
     await run.settled
-    await run.live.durable()
+    await run.machine.durable()
     if run.runner is not None:
         await asyncio.wait_for(run.runner, 5)
     return run

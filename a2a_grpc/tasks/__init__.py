@@ -7,11 +7,11 @@ from a2a_grpc.tasks.limits import (
     MAX_PUSH_CONFIGS_PER_TASK,
     TaskLimits,
 )
-from a2a_grpc.tasks.live import LiveTask, Subscription, now_timestamp, task_view
+from a2a_grpc.tasks.live import now_timestamp, task_view
+from a2a_grpc.tasks.machine import Phase, Subscription, TaskMachine, TaskRun, TransitionError
 from a2a_grpc.tasks.manager import TaskManager
 from a2a_grpc.tasks.replicas import LEASE_SECONDS, POLL_SECONDS
 from a2a_grpc.tasks.retention import EVENT_RETENTION_SECONDS
-from a2a_grpc.tasks.run import TaskRun
 from a2a_grpc.tasks.subscriber import SUBSCRIBER_BUFFER_BYTES, Subscriber, SubscriptionStoppedError, wait_durable
 
 __all__ = [
@@ -23,13 +23,15 @@ __all__ = [
     "POLL_SECONDS",
     "SUBSCRIBER_BUFFER_BYTES",
     "TERMINAL_STATES",
-    "LiveTask",
+    "Phase",
     "Subscriber",
     "Subscription",
     "SubscriptionStoppedError",
     "TaskLimits",
+    "TaskMachine",
     "TaskManager",
     "TaskRun",
+    "TransitionError",
     "now_timestamp",
     "task_view",
     "wait_durable",

@@ -1,5 +1,6 @@
-"""The live tasks of this process: the tasks worked on or watched here, each loaded from the store once and
-forgotten when nobody needs it any more, and the subscribers that watch them."""
+"""The live tasks of this process: the machine of each task worked on or watched here, loaded from the store
+once and forgotten when nobody needs it any more, and the subscribers that watch them. The registry is the
+machines' `TaskHome`: what they share."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ from collections.abc import Iterator
 
 from a2a_grpc.call import CallContext
 from a2a_grpc.errors import UnavailableError
-from a2a_grpc.store.base import TaskStore, WriteChain
-from a2a_grpc.tasks.live import LiveTask
+from a2a_grpc.generated import a2a_pb2
+from a2a_grpc.store.base import TaskStore
+from a2a_grpc.tasks.limits import TaskLimits
+from a2a_grpc.tasks.machine import Storage, TaskMachine
 from a2a_grpc.tasks.rules import check_visible, not_found
 from a2a_grpc.tasks.subscriber import Subscriber, TaskLog
 
@@ -20,54 +23,65 @@ BUSY_RETRY_SECONDS = 0.1
 
 
 class LiveTasks:
-    """The live entry of each task worked on or watched here, by task id."""
+    """The machine of each task worked on or watched here, by task id."""
 
-    def __init__(self, store: TaskStore, subscriber_buffer_bytes: int) -> None:
+    storage: Storage  # what stores the machines' writes (the manager's TaskWriter, which loads through here)
+
+    def __init__(self, store: TaskStore, limits: TaskLimits, subscriber_buffer_bytes: int) -> None:
         self.store = store
+        self.max_history = limits.max_history
+        self.max_artifact_bytes = limits.max_artifact_bytes
         self.subscriber_buffer_bytes = subscriber_buffer_bytes
-        self._by_id: dict[str, LiveTask] = {}
-        self._loading: dict[tuple[str, str], asyncio.Future[LiveTask | None]] = {}  # see _loaded
+        self._by_id: dict[str, TaskMachine] = {}
+        self._loading: dict[tuple[str, str], asyncio.Future[TaskMachine | None]] = {}  # see _loaded
         self._waiting: dict[tuple[str, str], int] = {}  # callers waiting for each load
 
-    def __iter__(self) -> Iterator[LiveTask]:
+    @functools.cached_property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """The loop the tasks live on, asked for once: asking costs a system call on Python 3.11."""
+        return asyncio.get_running_loop()
+
+    def new(self, task: a2a_pb2.Task, owner: str) -> TaskMachine:
+        """The machine of a new task, not shown nor stored yet."""
+        machine = self._by_id[task.id] = TaskMachine(self, task, owner, 0)
+        return machine
+
+    def __iter__(self) -> Iterator[TaskMachine]:
         """The live tasks as they are now (a copy: entries may come and go while the caller goes through it)."""
         return iter(list(self._by_id.values()))
 
-    def get(self, task_id: str) -> LiveTask | None:
+    def get(self, task_id: str) -> TaskMachine | None:
         return self._by_id.get(task_id)
 
-    def add(self, live: LiveTask) -> None:
-        self._by_id[live.task.id] = live
-
-    def current(self, live: LiveTask) -> bool:
+    def current(self, machine: TaskMachine) -> bool:
         """Whether a live task is known to match the store: always in one process; with replicas, only
         while this one runs it or has a write of it in flight (any replica may write it otherwise)."""
-        if not self.store.shared or live.run is not None:
+        if not self.store.shared or machine.run is not None:
             return True
-        write = live.last_write
+        write = machine.last_write
         return write is not None and not write.done()
 
-    async def load(self, task_id: str, call: CallContext) -> LiveTask:
+    async def load(self, task_id: str, call: CallContext) -> TaskMachine:
         """The live entry of a task, loaded from the store if nobody works on or watches it here (and
         reloaded when another replica may have changed it).
 
         A caller that loads one and then refuses the request hands it back with `release`.
         """
         for _ in range(MAX_LOAD_ATTEMPTS):
-            live = self._by_id.get(task_id)
-            if live is not None and self.current(live):
+            machine = self._by_id.get(task_id)
+            if machine is not None and self.current(machine):
                 break
-            live = await self._loaded(task_id, call.owner)
-            if live is None:
+            machine = await self._loaded(task_id, call.owner)
+            if machine is None:
                 raise not_found(task_id)
-            if self._by_id.get(task_id) is live:
+            if self._by_id.get(task_id) is machine:
                 break  # else another caller of the same load released it meanwhile: load it again
         else:
             raise UnavailableError(f"task {task_id} is busy; retry", retry_delay=BUSY_RETRY_SECONDS)
-        check_visible(task_id, live.owner, call, live.shown)
-        return live
+        check_visible(task_id, machine.owner, call, machine.shown)
+        return machine
 
-    async def _loaded(self, task_id: str, owner: str) -> LiveTask | None:
+    async def _loaded(self, task_id: str, owner: str) -> TaskMachine | None:
         """One load of the task from the store at a time, whoever asks meanwhile (None: not the owner's).
 
         A second load begun while a first is under way could read the task before the first's changes are
@@ -88,41 +102,44 @@ class LiveTasks:
             if left:
                 self._waiting[key] = left
 
-    def _load_done(self, key: tuple[str, str], loading: asyncio.Future[LiveTask | None]) -> None:
+    def _load_done(self, key: tuple[str, str], loading: asyncio.Future[TaskMachine | None]) -> None:
         del self._loading[key]
         if loading.cancelled() or loading.exception() is not None:  # retrieved: callers may all have gone
             return
-        live = loading.result()
-        if live is not None and key not in self._waiting:  # every caller gave up waiting
-            self.release(live)
+        machine = loading.result()
+        if machine is not None and key not in self._waiting:  # every caller gave up waiting
+            self.release(machine)
 
-    async def _load(self, task_id: str, owner: str) -> LiveTask | None:
+    async def _load(self, task_id: str, owner: str) -> TaskMachine | None:
         loaded = await self.store.load_task(task_id, owner)
-        live = self._by_id.get(task_id)  # another owner's load, or a new task of this id, may have made it
-        if live is not None and loaded is not None and not self.current(live) and loaded.version > live.version:
-            live.task, live.version, live.seq = loaded
-            live.replaced = 0
-            live.chain = WriteChain()  # its next write follows the version loaded, not its own last one
-        elif live is None and loaded is not None:
+        machine = self._by_id.get(task_id)  # another owner's load, or a new task of this id, may have made it
+        if (
+            machine is not None
+            and loaded is not None
+            and not self.current(machine)
+            and loaded.version > machine.version
+        ):
+            machine.take_over(*loaded)
+        elif machine is None and loaded is not None:
             task, version, seq = loaded
-            live = self._by_id[task_id] = LiveTask(task, owner, version, seq)
-        return live
+            machine = self._by_id[task_id] = TaskMachine(self, task, owner, version, seq)
+        return machine
 
-    def release(self, live: LiveTask) -> None:
+    def release(self, machine: TaskMachine) -> None:
         """Forget a live task once nobody works on or watches it and its last write is durable
         (checked again when that write completes, since a newer one may have been made meanwhile)."""
-        if live.run is not None or live.subscribers or self._by_id.get(live.task.id) is not live:
+        if machine.run is not None or machine.subscribers or self._by_id.get(machine.task.id) is not machine:
             return
-        write = live.last_write
+        write = machine.last_write
         if write is not None and not write.done():
-            write.add_done_callback(lambda _: self.release(live))
+            write.add_done_callback(lambda _: self.release(machine))
         else:
-            del self._by_id[live.task.id]
+            del self._by_id[machine.task.id]
 
-    def forget(self, live: LiveTask) -> None:
+    def forget(self, machine: TaskMachine) -> None:
         """Drop a live task at once, whoever still holds it: it no longer stands for the stored task."""
-        if self._by_id.get(live.task.id) is live:
-            del self._by_id[live.task.id]
+        if self._by_id.get(machine.task.id) is machine:
+            del self._by_id[machine.task.id]
 
     # ---- subscribers -------------------------------------------------------------------------
 
@@ -130,32 +147,32 @@ class LiveTasks:
         """A stream's subscriber; one that closes on an interrupted state ends with its message's answer."""
         return Subscriber(close_on_interrupt, self.subscriber_buffer_bytes)
 
-    def log(self, live: LiveTask) -> TaskLog:
-        return TaskLog(self.store, live.task.id, live.owner)
+    def log(self, machine: TaskMachine) -> TaskLog:
+        return TaskLog(self.store, machine.task.id, machine.owner)
 
-    def watch(self, live: LiveTask, after: int | None, *, close_on_interrupt: bool = False) -> Subscriber:
+    def watch(self, machine: TaskMachine, after: int | None, *, close_on_interrupt: bool = False) -> Subscriber:
         """A subscriber to the task's events after `after` (by default, after the last one)."""
         subscriber = self.new_subscriber(close_on_interrupt=close_on_interrupt)
-        start = live.seq if after is None else after
-        elsewhere = self.store.shared and live.run is None  # another replica may be writing it
-        subscriber.attach(self.log(live), start, live.seq, live.last_write, check_log=elsewhere)
-        live.subscribers.append(subscriber)
+        start = machine.seq if after is None else after
+        elsewhere = self.store.shared and machine.run is None  # another replica may be writing it
+        subscriber.attach(self.log(machine), start, machine.seq, machine.last_write, check_log=elsewhere)
+        machine.subscribers.append(subscriber)
         return subscriber
 
-    def unwatch(self, live: LiveTask, subscriber: Subscriber) -> None:
+    def unwatch(self, machine: TaskMachine, subscriber: Subscriber) -> None:
         subscriber.close()
-        if subscriber in live.subscribers:
-            live.subscribers.remove(subscriber)
-        self.release(live)
+        if subscriber in machine.subscribers:
+            machine.subscribers.remove(subscriber)
+        self.release(machine)
 
     # ---- tasks other replicas write ----------------------------------------------------------
 
     def watched_elsewhere(self) -> list[str]:
         """The tasks this replica streams but does not run: their events come from other replicas."""
-        return [task_id for task_id, live in self._by_id.items() if live.subscribers and live.run is None]
+        return [task_id for task_id, machine in self._by_id.items() if machine.subscribers and machine.run is None]
 
     def note_events(self, task_id: str, seq: int) -> None:
-        live = self._by_id.get(task_id)
-        if live is not None:
-            for subscriber in live.subscribers:
+        machine = self._by_id.get(task_id)
+        if machine is not None:
+            for subscriber in machine.subscribers:
                 subscriber.note(seq)

@@ -2,16 +2,16 @@
 
 Data path of a message: the servicer calls `submit`, which takes the message into a new or existing
 task and starts the agent in its own asyncio task, so a client that goes away never cancels the work.
-Every event the agent publishes is applied to the live Task, written to the store as a delta, and
+Every event the agent publishes is applied to the task by its machine, written to the store as a delta, and
 pushed to each subscriber of the task in order. Callers wait on the run (`TaskRun.settled`) and on
 the last write (`durable`) before they acknowledge anything. Every read goes through here too, so
 that what a caller may see is decided in one place (`check_visible`).
 
 The manager is the one entry; the work is shared among the parts it owns, each given what it needs:
-`LiveTasks` (the tasks worked on or watched here, and their subscribers), `TaskWriter` (applying,
-storing and publishing changes, and a full store), `AgentRuns` (the agent's runs and what they publish),
-`EventPruner` (deleting old final tasks' event logs) and, when the store is shared, `ReplicaKeeper`
-(the other replicas).
+`LiveTasks` (the `TaskMachine` of each task worked on or watched here: the one owner of that task's
+state and transitions), `TaskWriter` (storing the machines' writes, and a full store), `AgentRuns` (the
+agent's coroutines and its cancel handler), `EventPruner` (deleting old final tasks' event logs) and,
+when the store is shared, `ReplicaKeeper` (the other replicas).
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ from a2a_grpc.call import CallContext, owner_call
 from a2a_grpc.errors import (
     A2AError,
     InvalidRequestError,
-    TaskNotCancelableError,
     TooManyPushConfigsError,
     UnavailableError,
     UnsupportedOperationError,
@@ -39,19 +38,19 @@ from a2a_grpc.store.base import InvalidPageTokenError, SharedStore, TaskPage, Ta
 from a2a_grpc.tasks.agent_runs import AgentRuns
 from a2a_grpc.tasks.agent_view import AgentView, CallClock
 from a2a_grpc.tasks.limits import DEFAULT_TASK_LIMITS, TaskLimits
-from a2a_grpc.tasks.live import SETTLED_STATES, LiveTask, Subscription, TaskState, copy_task, stamp_now, task_view
+from a2a_grpc.tasks.live import copy_task, stamp_now, task_view
 from a2a_grpc.tasks.live_tasks import LiveTasks
+from a2a_grpc.tasks.machine import Phase, Subscription, TaskMachine, TaskRun
 from a2a_grpc.tasks.replicas import LEASE_SECONDS, POLL_SECONDS, ReplicaKeeper
 from a2a_grpc.tasks.retention import EVENT_RETENTION_SECONDS, EventPruner
 from a2a_grpc.tasks.rules import (
     bad_page_token,
-    check_resumable,
     check_visible,
     config_not_found,
+    not_cancelable,
     not_found,
     stopped_message,
 )
-from a2a_grpc.tasks.run import TaskRun
 from a2a_grpc.tasks.subscriber import SUBSCRIBER_BUFFER_BYTES, Subscriber
 from a2a_grpc.tasks.writes import TaskWriter
 
@@ -76,15 +75,14 @@ class TaskManager:
         self.store = store
         self._agent_view = AgentView(executor, credential_headers)
         self._pruner = EventPruner(store, event_retention_seconds)
-        self._tasks = LiveTasks(store, subscriber_buffer_bytes)
-        self._writer = TaskWriter(store, self._tasks, on_storage_writable, on_push_due, limits.max_history)
-        self._runs = AgentRuns(executor, self._tasks, self._writer, limits)
+        self._tasks = LiveTasks(store, limits, subscriber_buffer_bytes)
+        self._writer = self._tasks.storage = TaskWriter(store, self._tasks, on_storage_writable, on_push_due)
+        self._runs = AgentRuns(executor, lambda: self._tasks.loop)
         self._max_push_configs = limits.max_push_configs
         self._replicas = (
             ReplicaKeeper(
                 cast(SharedStore, store),
                 self._tasks,
-                self._writer,
                 self._runs,
                 lease_seconds=lease_seconds,
                 poll_seconds=poll_seconds,
@@ -98,10 +96,10 @@ class TaskManager:
 
     async def get_task(self, task_id: str, call: CallContext) -> a2a_pb2.Task:
         """The task as far as it is durable: nothing a crash could still take back."""
-        live = self._tasks.get(task_id)
-        if live is not None and self._tasks.current(live):
-            check_visible(task_id, live.owner, call, live.shown)
-            return await live.durable_task()
+        machine = self._tasks.get(task_id)
+        if machine is not None and self._tasks.current(machine):
+            check_visible(task_id, machine.owner, call, machine.shown)
+            return await machine.durable_task()
         task = await self.store.get_task(task_id, call.owner)
         if task is None:
             raise not_found(task_id)
@@ -201,25 +199,29 @@ class TaskManager:
         self._check_open()
         message = request.message
         created = not message.task_id
-        live = self._create(message, call.owner) if created else await self._resume(message, call)
-        if created and request.configuration.HasField("task_push_notification_config"):
-            live.push_config = _first_push_config(request.configuration.task_push_notification_config, live)
+        machine = self._create(message, call.owner) if created else await self._tasks.load(message.task_id, call)
+        configuration = request.configuration
+        if created and configuration.HasField("task_push_notification_config"):
+            machine.push_config = _first_push_config(configuration.task_push_notification_config, machine)
         metadata = request.metadata if request.HasField("metadata") else None
         clock = CallClock(call.time_remaining)
-        context = RequestContext(message, live, call, metadata, view=functools.partial(self._agent_view, clock))
-        run = live.run = TaskRun(self._runs, live, context, created=created, trace=call.trace_context)
-        run.clock = clock
-        if subscriber is not None:
-            subscriber.attach(self._tasks.log(live), live.seq, live.seq)
-            live.subscribers.append(subscriber)
-        if not created:
-            run.show()
-        elif request.configuration.return_immediately:
-            self._writer.pending_write(live)  # shows the task now: the caller wants its id at once
+        context = RequestContext(message, machine, call, metadata, view=functools.partial(self._agent_view, clock))
+        try:
+            run = machine.submit(
+                context,
+                created=created,
+                trace=call.trace_context,
+                clock=clock,
+                subscriber=subscriber,
+                show_now=configuration.return_immediately,
+            )
+        except A2AError:
+            self._tasks.release(machine)
+            raise
         self._runs.start(run)
         return run
 
-    def _create(self, message: a2a_pb2.Message, owner: str) -> LiveTask:
+    def _create(self, message: a2a_pb2.Message, owner: str) -> TaskMachine:
         task_id = new_id()
         message.task_id = task_id
         if not message.context_id:
@@ -228,20 +230,7 @@ class TaskManager:
         task.status.state = a2a_pb2.TASK_STATE_SUBMITTED
         stamp_now(task.status.timestamp)
         task.history.append(message)
-        live = LiveTask(task, owner, 0)
-        self._tasks.add(live)
-        return live
-
-    async def _resume(self, message: a2a_pb2.Message, call: CallContext) -> LiveTask:
-        live = await self._tasks.load(message.task_id, call)
-        try:
-            check_resumable(live, message)
-        except A2AError:
-            self._tasks.release(live)
-            raise
-        message.context_id = live.task.context_id
-        self._writer.set_status(live, a2a_pb2.TASK_STATE_WORKING, None, message)
-        return live
+        return self._tasks.new(task, owner)
 
     # ---- subscribe and cancel ----------------------------------------------------------------
 
@@ -249,59 +238,56 @@ class TaskManager:
         """A stream on a task that is not final, or, `after` an event the caller saw, the events it missed
         (a final task's stream then replays them and ends)."""
         self._check_open()
-        live = await self._tasks.load(task_id, call)
-        if after is not None and after > live.seq:
-            self._tasks.release(live)
+        machine = await self._tasks.load(task_id, call)
+        if after is not None and after > machine.seq:
+            self._tasks.release(machine)
             raise InvalidRequestError(
                 f"{STREAM_AFTER_HEADER} is past the task's last event",
-                violations=[(STREAM_AFTER_HEADER, f"task {task_id} has {live.seq} events")],
+                violations=[(STREAM_AFTER_HEADER, f"task {task_id} has {machine.seq} events")],
             )
-        if live.state in TERMINAL_STATES and after is None:
-            self._tasks.release(live)
+        if machine.state in TERMINAL_STATES and after is None:
+            self._tasks.release(machine)
             raise UnsupportedOperationError(
                 f"task {task_id} is in a terminal state; use GetTask", metadata={"taskId": task_id}
             )
-        subscriber = self._tasks.watch(live, after)
-        if live.state in TERMINAL_STATES:
+        subscriber = self._tasks.watch(machine, after)
+        if machine.state in TERMINAL_STATES:
             subscriber.close()
-        return Subscription(copy_task(live.task), live.seq, live.last_write, subscriber, live)
+        return Subscription(copy_task(machine.task), machine.seq, machine.last_write, subscriber, machine)
 
     def new_subscriber(self, *, close_on_interrupt: bool) -> Subscriber:
         """A stream's subscriber; one that closes on an interrupted state ends with its message's answer."""
         return self._tasks.new_subscriber(close_on_interrupt=close_on_interrupt)
 
-    async def unsubscribe(self, live: LiveTask, subscriber: Subscriber) -> None:
-        self._tasks.unwatch(live, subscriber)
+    async def unsubscribe(self, machine: TaskMachine, subscriber: Subscriber) -> None:
+        self._tasks.unwatch(machine, subscriber)
 
     async def cancel(self, task_id: str, call: CallContext) -> a2a_pb2.Task:
-        live = await self._tasks.load(task_id, call)
-        if live.state in TERMINAL_STATES:
-            self._tasks.release(live)
-            raise TaskNotCancelableError(
-                f"task {task_id} is already {TaskState.Name(live.state)}", metadata={"taskId": task_id}
-            )
-        run = live.run
+        machine = await self._tasks.load(task_id, call)
+        if machine.phase is Phase.FINAL:
+            self._tasks.release(machine)
+            raise not_cancelable(task_id, machine.state)
+        run = machine.run
         if run is not None:  # shielded: a caller giving up must not leave the cancel half done
             await asyncio.shield(self._runs.cancel_once(run))
-        elif self._replicas is not None and live.state in RUNNING_STATES:
-            live = await asyncio.shield(self._replicas.cancel_elsewhere(live, call))
+        elif self._replicas is not None and machine.state in RUNNING_STATES:
+            machine = await asyncio.shield(self._replicas.cancel_elsewhere(machine, call))
         else:  # interrupted: no agent runs, but its cancel may hold resources for the conversation
-            await asyncio.shield(self._cancel_interrupted(live, call))
-        self._tasks.release(live)
-        await live.durable()
-        return live.task
+            await asyncio.shield(self._cancel_interrupted(machine, call))
+        self._tasks.release(machine)
+        await machine.durable()
+        return machine.task
 
-    def _cancel_interrupted(self, live: LiveTask, call: CallContext) -> asyncio.Future[None]:
+    def _cancel_interrupted(self, machine: TaskMachine, call: CallContext) -> asyncio.Future[None]:
         """The agent's `cancel` on a task that waits for input (or auth): a run of its own, which publishes
-        CANCELED or has the server do it, as for a running task. The run is the task's at once, so a
-        concurrent CancelTask joins it and a message continuing the task is refused meanwhile."""
-        status = live.task.status
+        CANCELED or has the server do it, as for a running task (`TaskMachine.open_cancel_run`)."""
+        status = machine.task.status
         message = status.message if status.HasField("message") else a2a_pb2.Message()
         view = functools.partial(self._agent_view, CallClock(call.time_remaining))
-        context = RequestContext(message, live, call, view=view)
-        run = live.run = TaskRun(self._runs, live, context, created=False, trace=call.trace_context)
+        context = RequestContext(message, machine, call, view=view)
+        run = machine.open_cancel_run(context, call.trace_context)
         cancelling = self._runs.cancel_once(run)
-        cancelling.add_done_callback(lambda _: self._runs.end_cancel_run(run))
+        cancelling.add_done_callback(lambda _: machine.end_cancel_run(run))
         return cancelling
 
     # ---- start and stop ----------------------------------------------------------------------
@@ -316,11 +302,11 @@ class TaskManager:
             return 0
         orphans = await self.store.running_tasks()
         for task_id, owner in orphans:
-            live = await self._tasks.load(task_id, owner_call(owner))
+            machine = await self._tasks.load(task_id, owner_call(owner))
             message = a2a_pb2.Message(message_id=new_id(), role=a2a_pb2.ROLE_AGENT)
-            self._writer.set_status(live, a2a_pb2.TASK_STATE_FAILED, stopped_message(message))
-            await live.durable()
-            self._tasks.release(live)
+            machine.conclude(a2a_pb2.TASK_STATE_FAILED, stopped_message(message))
+            await machine.durable()
+            self._tasks.release(machine)
         return len(orphans)
 
     async def close(self) -> int:
@@ -331,11 +317,11 @@ class TaskManager:
         Returns how many tasks it failed."""
         self._closing = True
         await self._pruner.stop()
-        failing = sum(1 for live in self._tasks if live.run is not None and live.state not in SETTLED_STATES)
+        failing = sum(1 for machine in self._tasks if machine.phase in (Phase.RUNNING, Phase.CANCELLING))
         await self._runs.stop()
         await self._writer.finish_recoveries()
-        for live in self._tasks:
-            for subscriber in live.subscribers:
+        for machine in self._tasks:
+            for subscriber in machine.subscribers:
                 subscriber.stop()
         if self._replicas is not None:
             await self._replicas.stop()
@@ -348,8 +334,8 @@ class TaskManager:
     def task_counts(self) -> dict[int, int]:
         """How many tasks this process holds (works on or watches), by TaskState: for the metrics, at a scrape."""
         counts: dict[int, int] = {}
-        for live in self._tasks:
-            counts[live.state] = counts.get(live.state, 0) + 1
+        for machine in self._tasks:
+            counts[machine.state] = counts.get(machine.state, 0) + 1
         return counts
 
 
@@ -369,9 +355,9 @@ def _task_query(request: a2a_pb2.ListTasksRequest, page_size: int, owner: str) -
 
 
 def _first_push_config(
-    config: a2a_pb2.TaskPushNotificationConfig, live: LiveTask
+    config: a2a_pb2.TaskPushNotificationConfig, machine: TaskMachine
 ) -> a2a_pb2.TaskPushNotificationConfig:
     """The config a message creating a task carries, made the task's: stored with the task's first write."""
-    config.task_id = live.task.id
+    config.task_id = machine.task.id
     config.id = config.id or new_id()
     return config

@@ -17,12 +17,11 @@ from a2a_grpc.call import CallContext, owner_call
 from a2a_grpc.errors import A2AError, TaskChangedError
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.ids import new_id
-from a2a_grpc.protocol import RUNNING_STATES, TERMINAL_STATES
+from a2a_grpc.protocol import RUNNING_STATES
 from a2a_grpc.store.base import SharedStore, StoreError
 from a2a_grpc.tasks.agent_runs import CANCEL_GRACE_SECONDS, AgentRuns
-from a2a_grpc.tasks.live import LiveTask
 from a2a_grpc.tasks.live_tasks import LiveTasks
-from a2a_grpc.tasks.writes import TaskWriter
+from a2a_grpc.tasks.machine import Phase, TaskMachine
 
 log = logging.getLogger(__name__)
 
@@ -36,13 +35,12 @@ ROUTED_CANCEL_MARGIN_SECONDS = 2.0
 
 class ReplicaKeeper:
     """The background work of one replica, and what it does to the tasks of the others: it acts on this
-    process's live tasks through `tasks`, `writer` and `runs`, as the task manager does."""
+    process's live tasks through their machines (found in `tasks`) and `runs`, as the task manager does."""
 
     def __init__(
         self,
         store: SharedStore,
         tasks: LiveTasks,
-        writer: TaskWriter,
         runs: AgentRuns,
         *,
         lease_seconds: float = LEASE_SECONDS,
@@ -50,7 +48,6 @@ class ReplicaKeeper:
     ) -> None:
         self.store = store
         self._tasks = tasks
-        self._writer = writer
         self._runs = runs
         self.lease_seconds = lease_seconds
         self._poll_seconds = min(poll_seconds, lease_seconds / 3)
@@ -69,34 +66,34 @@ class ReplicaKeeper:
         for task in background:
             task.cancel()
         await asyncio.gather(*background, return_exceptions=True)
-        writes = [live.last_write for live in self._tasks if live.last_write is not None]
+        writes = [machine.last_write for machine in self._tasks if machine.last_write is not None]
         await asyncio.gather(*writes, return_exceptions=True)
         try:
             await self.store.release()
         except Exception as error:  # the lease then lapses on its own
             log.warning("could not give up this server's lease on its tasks: %s", error)
 
-    async def cancel_elsewhere(self, live: LiveTask, call: CallContext) -> LiveTask:
+    async def cancel_elsewhere(self, machine: TaskMachine, call: CallContext) -> TaskMachine:
         """Cancel a task another replica runs: ask it through the store and wait for the task to settle;
         cancel it here if the runner does not answer (it may have died before its lease expired)."""
-        watcher = self._tasks.watch(live, None, close_on_interrupt=True)
+        watcher = self._tasks.watch(machine, None, close_on_interrupt=True)
         try:
-            await self.store.request_cancel(live.task.id)
+            await self.store.request_cancel(machine.task.id)
             async with asyncio.timeout(CANCEL_GRACE_SECONDS + ROUTED_CANCEL_MARGIN_SECONDS):
                 async for _ in watcher.events():
                     pass
         except TimeoutError:
             pass
         finally:
-            self._tasks.unwatch(live, watcher)
-        live = await self._tasks.load(live.task.id, call)
-        if live.state not in TERMINAL_STATES and live.run is None:
-            self._writer.set_status(live, a2a_pb2.TASK_STATE_CANCELED, None)
+            self._tasks.unwatch(machine, watcher)
+        machine = await self._tasks.load(machine.task.id, call)
+        if machine.phase in (Phase.IDLE, Phase.INTERRUPTED):
+            machine.conclude(a2a_pb2.TASK_STATE_CANCELED, None)
             try:
-                await live.durable()
+                await machine.durable()
             except TaskChangedError:  # the runner's own answer landed first
-                live = await self._tasks.load(live.task.id, call)
-        return live
+                machine = await self._tasks.load(machine.task.id, call)
+        return machine
 
     def _cancel_requested(self) -> None:
         check = asyncio.get_running_loop().create_task(self._take_cancel_requests())
@@ -105,9 +102,9 @@ class ReplicaKeeper:
 
     async def _take_cancel_requests(self) -> None:
         for task_id in await self.store.take_cancel_requests():
-            live = self._tasks.get(task_id)
-            if live is not None and live.run is not None:
-                self._runs.cancel_once(live.run)
+            machine = self._tasks.get(task_id)
+            if machine is not None and machine.run is not None and machine.phase is not Phase.FINAL:
+                self._runs.cancel_once(machine.run)
 
     async def _keep_lease(self) -> None:
         """Renew the heartbeat, and fail the runs of replicas whose lease expired, but only after a whole
@@ -147,20 +144,20 @@ class ReplicaKeeper:
 
     async def _fail_expired(self, task_id: str, owner: str) -> None:
         """Fail a task whose runner's lease expired, unless another replica did first."""
-        live = self._tasks.get(task_id)
-        if live is not None and live.run is not None:
+        machine = self._tasks.get(task_id)
+        if machine is not None and machine.run is not None:
             return  # this replica runs it: its own heartbeat was late
         try:
-            live = await self._tasks.load(task_id, owner_call(owner))
+            machine = await self._tasks.load(task_id, owner_call(owner))
         except A2AError:
             return
-        if live.run is None and live.state in RUNNING_STATES:
+        if machine.phase is Phase.IDLE and machine.state in RUNNING_STATES:
             message = a2a_pb2.Message(message_id=new_id(), role=a2a_pb2.ROLE_AGENT)
             message.parts.add(text="The server running this task stopped: its lease expired.")
-            self._writer.set_status(live, a2a_pb2.TASK_STATE_FAILED, message)
+            machine.conclude(a2a_pb2.TASK_STATE_FAILED, message)
             with contextlib.suppress(StoreError, A2AError):  # changed meanwhile, or the store is full
-                await live.durable()
-        self._tasks.release(live)
+                await machine.durable()
+        self._tasks.release(machine)
 
     async def _poll(self) -> None:
         watched = self._tasks.watched_elsewhere()

@@ -8,12 +8,12 @@ from a2a_grpc.errors import (
     PushNotificationConfigNotFoundError,
     StorageUnavailableError,
     TaskChangedError,
+    TaskNotCancelableError,
     TaskNotFoundError,
     UnsupportedOperationError,
 )
 from a2a_grpc.generated import a2a_pb2
-from a2a_grpc.protocol import RUNNING_STATES, TERMINAL_STATES
-from a2a_grpc.tasks.live import LiveTask
+from a2a_grpc.protocol import TERMINAL_STATES
 
 
 def check_visible(task_id: str, owner: str, call: CallContext, shown: bool) -> None:
@@ -23,9 +23,9 @@ def check_visible(task_id: str, owner: str, call: CallContext, shown: bool) -> N
         raise not_found(task_id)
 
 
-def check_resumable(live: LiveTask, message: a2a_pb2.Message) -> None:
-    task = live.task
-    if live.state in TERMINAL_STATES:
+def check_resumable(task: a2a_pb2.Task, message: a2a_pb2.Message, *, busy: bool) -> None:
+    """Whether a message may continue `task`; `busy`: a run works on it, here or on another replica."""
+    if task.status.state in TERMINAL_STATES:
         raise UnsupportedOperationError(
             f"task {task.id} is in a terminal state and accepts no more messages", metadata={"taskId": task.id}
         )
@@ -34,7 +34,7 @@ def check_resumable(live: LiveTask, message: a2a_pb2.Message) -> None:
             "message.context_id does not match the task's context",
             violations=[("message.context_id", f"task {task.id} belongs to context {task.context_id}")],
         )
-    if live.run is not None or live.state in RUNNING_STATES:  # run here, or by another replica
+    if busy:
         raise UnsupportedOperationError(
             f"task {task.id} is still processing an earlier message", metadata={"taskId": task.id}
         )
@@ -43,6 +43,12 @@ def check_resumable(live: LiveTask, message: a2a_pb2.Message) -> None:
 def stopped_message(message: a2a_pb2.Message) -> a2a_pb2.Message:
     message.parts.add(text="The server stopped while this task was running.")
     return message
+
+
+def not_cancelable(task_id: str, state: int) -> TaskNotCancelableError:
+    return TaskNotCancelableError(
+        f"task {task_id} is already {a2a_pb2.TaskState.Name(state)}", metadata={"taskId": task_id}
+    )
 
 
 def not_found(task_id: str) -> TaskNotFoundError:
