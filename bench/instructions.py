@@ -33,28 +33,27 @@ WARMUP_CALLS = 200
 CALL_TIMEOUT_SECONDS = 120.0  # valgrind runs a server some 50 times slower
 START_TIMEOUT_SECONDS = 300.0
 OUR_SERVER = [sys.executable, "-m", "bench.our_server"]
+MEMORY = [*OUR_SERVER, "--store", "memory"]
+SQLITE = [*OUR_SERVER, "--store", "sqlite:///{scratch}/sqlite.db"]  # a file of its own for each server's run
+EXT = ["--agent", "echo-ext"]
+NOEXT = ["--agent", "echo", "--no-extensions"]
+TELEMETRY_OFF = ["--telemetry", "off"]
 SERVERS: dict[str, list[str]] = {
     "bare": [sys.executable, "-m", "bench.bare_server"],
     "bare-asks": [sys.executable, "-m", "bench.bare_server", "--asks"],
-    "memory.ext": [*OUR_SERVER, "--store", "memory", "--agent", "echo-ext"],
-    "memory.noext": [*OUR_SERVER, "--store", "memory", "--agent", "echo", "--no-extensions"],
-    "memory.ext.telemetry-off": [*OUR_SERVER, "--store", "memory", "--agent", "echo-ext", "--telemetry", "off"],
-    "sqlite.ext": [*OUR_SERVER, "--store", "sqlite:///{scratch}/sqlite.ext.db", "--agent", "echo-ext"],
-    "sqlite.noext": [
-        *OUR_SERVER,
-        "--store",
-        "sqlite:///{scratch}/sqlite.noext.db",
-        "--agent",
-        "echo",
-        "--no-extensions",
-    ],
+    "memory.ext": [*MEMORY, *EXT],
+    "memory.noext": [*MEMORY, *NOEXT],
+    "memory.ext.telemetry-off": [*MEMORY, *EXT, *TELEMETRY_OFF],
+    "sqlite.ext": [*SQLITE, *EXT],
+    "sqlite.noext": [*SQLITE, *NOEXT],
+    "sqlite.ext.telemetry-off": [*SQLITE, *EXT, *TELEMETRY_OFF],
 }
 METADATA = ((VERSION_HEADER, "1.0"), (EXTENSIONS_HEADER, BENCH_EXTENSION_URI))
 
 
 def instructions_per_call(argv: list[str], calls: int, scratch: Path) -> float:
     """Start `argv` under callgrind, count the instructions of `calls` SendMessages, and stop it."""
-    out = scratch / f"callgrind.{len(list(scratch.iterdir()))}.out"
+    out = scratch / "callgrind.out"
     command = ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}", *argv]
     server = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     try:
@@ -124,8 +123,8 @@ def main(argv: list[str] | None = None) -> int:
         if shutil.which(tool) is None:
             parser.error(f"{tool} is missing: install Debian's valgrind package")
     counts: dict[str, float] = {}
-    with tempfile.TemporaryDirectory(prefix="a2a-instructions-") as scratch:
-        for name in names:
+    for name in names:
+        with tempfile.TemporaryDirectory(prefix="a2a-instructions-") as scratch:
             argv_of = [part.format(scratch=scratch) for part in SERVERS[name]]
             counts[name] = instructions_per_call(argv_of, args.calls, Path(scratch))
             print(f"{name:28} {counts[name]:>12,.0f} instructions per SendMessage", flush=True)

@@ -108,6 +108,7 @@ class Family:
     telemetry: str = ""
     auth: str = ""  # "jwt": every call needs the run's JWT; "tls": the server speaks TLS; "": neither
     top_only: bool = False  # measured at the highest --concurrency only
+    asks: bool = False  # the bare servicer asks gRPC what our chain asks (send.bare-asks; `extension` for its calls)
     face: str = V10  # the service a send family's calls go to: V10 (lf.a2a.v1) or V03 (a2a.v1, A2A 0.3)
 
     def levels(self, concurrency: list[int]) -> list[int]:
@@ -117,7 +118,7 @@ class Family:
 
 FAMILIES = (
     Family("send.bare", "send", "bare"),
-    Family("send.bare-asks", "send", "bare", extension=True),
+    Family("send.bare-asks", "send", "bare", extension=True, asks=True),
     Family("send.sdk", "send", "sdk"),
     Family("send.memory.ext", "send", "ours", "memory", extension=True),
     Family("send.memory.noext", "send", "ours", "memory"),
@@ -278,7 +279,7 @@ class Bench:
     def _server_argv(self, family: Family, store: str = "memory") -> list[str]:
         agent = {"send": "echo", "memory": "echo", "replica": "ticks"}.get(family.kind, "chunks")
         if family.server == "bare":
-            return [sys.executable, "-m", "bench.bare_server", *(["--asks"] if family.extension else [])]
+            return [sys.executable, "-m", "bench.bare_server", *(["--asks"] if family.asks else [])]
         if family.server == "sdk":
             argv = [str(self._sdk_python()), "-m", "bench.sdk_server", "--agent", agent]
             return argv + (["--uvloop"] if self.args.sdk_uvloop else [])

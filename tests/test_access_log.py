@@ -41,7 +41,7 @@ from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.interceptors.server import errors as errors_guard
 from a2a_grpc.server import A2AServer, ServerSettings
 from a2a_grpc.store.memory import MemoryStore
-from a2a_grpc.telemetry import ACCESS_LOGGER, AccessLog, JsonFormatter, TextFormatter, log_format
+from a2a_grpc.telemetry import ACCESS_LOGGER, AccessLog, JsonFormatter, TextFormatter, configure_logs, log_format
 from a2a_grpc.telemetry.access_log import FLUSH_SECONDS
 from a2a_grpc.telemetry.outcome import OK, Outcome
 
@@ -612,3 +612,22 @@ def test_a_record_factory_of_the_application_makes_every_record() -> None:
     finally:
         logging.setLogRecordFactory(default)
     assert [getattr(record, "tag", None) for record in records.records] == [None, "ours", "ours"]
+
+
+def test_serves_logging_setup_leaves_an_applications_text_handlers_alone() -> None:
+    """configure_logs, as `a2a-grpc serve` sets logging up, in a process whose root logger has a handler already:
+    text leaves its formatter alone (logging.basicConfig adds nothing then), json gives it the JSON one."""
+    root = logging.getLogger()
+    saved = (list(root.handlers), root.level)
+    own_formatter = logging.Formatter("%(message)s")
+    handler = logging.StreamHandler(io.StringIO())
+    handler.setFormatter(own_formatter)
+    root.handlers = [handler]
+    try:
+        configure_logs("INFO", "text")
+        assert root.handlers == [handler] and handler.formatter is own_formatter
+        configure_logs("INFO", "json")
+        assert root.handlers == [handler] and type(handler.formatter) is JsonFormatter
+    finally:
+        root.handlers, level = saved
+        root.setLevel(level)

@@ -26,7 +26,6 @@ async def test_the_coroutine_runs_as_its_own_task_in_its_own_context_from_its_fi
         tasks.append(asyncio.current_task())
 
     task = start_eagerly(asyncio.get_running_loop(), run())
-    assert task is not None
     assert tasks == ([task] if EAGER_START else []), "eagerly: its first step ran already, as the task's"
     assert SEEN.get() == "caller's"
     gate.set_result(None)
@@ -45,7 +44,6 @@ async def test_a_timeout_set_in_the_first_step_cancels_the_run_and_leaves_the_ca
             outcome.append("timed out")
 
     task = start_eagerly(asyncio.get_running_loop(), run())
-    assert task is not None
     await asyncio.wait_for(task, 5)
     assert outcome == ["timed out"]
     await asyncio.sleep(0)  # the caller (this test's task) was not cancelled: it goes on
@@ -58,23 +56,21 @@ async def test_a_run_that_never_waits_ends_at_once_where_asyncio_starts_tasks_ea
         steps.append("ran")
 
     task = start_eagerly(asyncio.get_running_loop(), at_once())
-    if EAGER_START:
-        assert task is None and steps == ["ran"]
-    else:
-        assert task is not None and steps == []
-        await asyncio.wait_for(task, 5)
-        assert steps == ["ran"]
+    assert task.done() == EAGER_START and steps == (["ran"] if EAGER_START else [])
+    await asyncio.wait_for(task, 5)
+    assert steps == ["ran"]
 
 
-async def test_what_the_run_raises_before_it_waits_is_not_lost() -> None:
-    async def fails() -> None:
-        raise LookupError("at once")
-
-    if EAGER_START:
-        with pytest.raises(LookupError, match="at once"):
-            start_eagerly(asyncio.get_running_loop(), fails())
-    else:
-        task = start_eagerly(asyncio.get_running_loop(), fails())
+@pytest.mark.parametrize("ending", ["raises", "cancels itself"])
+async def test_how_the_run_ended_before_it_waited_is_its_tasks_outcome_not_the_callers(ending: str) -> None:
+    async def ends() -> None:
+        if ending == "raises":
+            raise LookupError("at once")
+        task = asyncio.current_task()
         assert task is not None
-        with pytest.raises(LookupError, match="at once"):
-            await asyncio.wait_for(task, 5)
+        task.cancel()
+        await asyncio.sleep(0)
+
+    task = start_eagerly(asyncio.get_running_loop(), ends())
+    with pytest.raises(LookupError if ending == "raises" else asyncio.CancelledError):
+        await asyncio.wait_for(task, 5)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
+import pytest
 from conftest import send_request
 
 from a2a_grpc.agent import EventPublisher, RequestContext
@@ -77,6 +78,46 @@ async def test_a_run_cancelled_before_its_task_runs_again_fails_its_task_and_ans
     stored = await store.get_task(run.task_id, "p")
     assert stored is not None
     assert stored.status.state == a2a_pb2.TASK_STATE_FAILED
+
+
+class Unsettled(BaseException):
+    """What no agent should raise: not an Exception, so the run's own handling lets it through."""
+
+
+class EndsOddly:
+    """An agent whose run ends, before it ever waits, without settling its task: it cancels its own task and
+    returns, or raises what is not an Exception."""
+
+    def __init__(self, ending: str) -> None:
+        self.ending = ending
+
+    async def execute(self, context: RequestContext, events: EventPublisher) -> None:
+        await events.status(a2a_pb2.TASK_STATE_WORKING)
+        if self.ending == "raises":
+            raise Unsettled
+        task = asyncio.current_task()
+        assert task is not None
+        task.cancel()
+
+    async def cancel(self, context: RequestContext, events: EventPublisher) -> None:
+        await events.canceled()
+
+
+@pytest.mark.parametrize("ending", ["cancels its task", "raises"])
+async def test_a_run_that_ends_oddly_before_it_waits_fails_its_task_and_frees_it(ending: str) -> None:
+    """However the agent's task ends (started eagerly or not), the task is FAILED, stored and let go: never
+    left running with nobody behind it, refusing every later message."""
+    store = MemoryStore()
+    manager = TaskManager(store, EndsOddly(ending))
+    run = await manager.submit(send_request("odd"), CallContext(principal="p"))
+    await asyncio.wait_for(run.settled, 5)
+    if run.runner is not None:
+        with contextlib.suppress(asyncio.CancelledError, Unsettled):
+            await asyncio.wait_for(run.runner, 5)
+    await run.machine.durable()
+    stored = await store.get_task(run.task_id, "p")
+    assert stored is not None and stored.status.state == a2a_pb2.TASK_STATE_FAILED
+    assert manager._tasks.get(run.task_id) is None
 
 
 class HeldFirstLoad(MemoryStore):

@@ -32,7 +32,7 @@ class AgentRuns:
         """Run the agent on `run` in an asyncio task of its own; started eagerly, an agent that answers without
         waiting has settled the run, and its changes are handed to the store, on return."""
         runner = start_eagerly(self._loop(), self._execute(run))
-        if runner is None:
+        if runner.done():  # as the done callback would, with the task's outcome left to asyncio as there
             self._run_finished(run)
             return
         run.runner = runner

@@ -380,7 +380,8 @@ class TaskMachine:
             stopped = stopped_message(a2a_pb2.Message(message_id=new_id(), role=a2a_pb2.ROLE_AGENT))
             self.publish_status(run, a2a_pb2.TASK_STATE_FAILED, stopped)
         self.end_cancel_run(run)
-        self.flush(run.trace)  # nothing more of the run is coming this turn
+        if self.run is None:  # nothing more of the run is coming this turn (a newer run's write keeps its turn)
+            self.flush(run.trace)
         self._home.release(self)
 
     def end_cancel_run(self, run: TaskRun) -> None:
@@ -399,6 +400,8 @@ class TaskMachine:
         self.task, self.version, self.seq = task, version, seq
         self.phase = _resting_phase(task.status.state)
         self.replaced = 0
+        self.rebuild_after = compaction.REBUILD_FLOOR
+        self.artifact_bytes = None  # counted afresh from the artifacts it has now
         self.chain = WriteChain()  # its next write follows the version loaded, not its own last one
 
     # ---- changes, events and the pending write ---------------------------------------------------

@@ -24,7 +24,6 @@ from typing import cast
 from a2a_grpc.agent import AgentExecutor, RequestContext
 from a2a_grpc.call import CallContext, owner_call
 from a2a_grpc.errors import (
-    A2AError,
     InvalidRequestError,
     TooManyPushConfigsError,
     UnavailableError,
@@ -215,7 +214,7 @@ class TaskManager:
                 subscriber=subscriber,
                 show_now=configuration.return_immediately,
             )
-        except A2AError:
+        except BaseException:
             self._tasks.release(machine)
             raise
         self._runs.start(run)
@@ -317,7 +316,7 @@ class TaskManager:
         Returns how many tasks it failed."""
         self._closing = True
         await self._pruner.stop()
-        failing = sum(1 for machine in self._tasks if machine.phase in (Phase.RUNNING, Phase.CANCELLING))
+        failing = sum(1 for machine in self._tasks if _agent_runs_on(machine))
         await self._runs.stop()
         await self._writer.finish_recoveries()
         for machine in self._tasks:
@@ -337,6 +336,12 @@ class TaskManager:
         for machine in self._tasks:
             counts[machine.state] = counts.get(machine.state, 0) + 1
         return counts
+
+
+def _agent_runs_on(machine: TaskMachine) -> bool:
+    """Whether an agent's run works on the task here (not a run made only to cancel a waiting task)."""
+    run = machine.run
+    return machine.phase in (Phase.RUNNING, Phase.CANCELLING) and run is not None and run.runner is not None
 
 
 def _task_query(request: a2a_pb2.ListTasksRequest, page_size: int, owner: str) -> TaskQuery:

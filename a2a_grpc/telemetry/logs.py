@@ -98,7 +98,13 @@ class TextFormatter(logging.Formatter):
 
 def configure_logs(level: str, log_format: str) -> None:
     """The root logger as `a2a-grpc serve` sets it up: `level`, a handler on stderr writing `log_format`'s
-    lines (`text` or `json`)."""
+    lines (`text` or `json`). When the root logger has handlers already, `logging.basicConfig` leaves it as it
+    is: `json` then gives its handlers the JSON formatter, and `text` leaves them alone."""
+    root = logging.getLogger()
+    before = list(root.handlers)
     logging.basicConfig(level=level.upper())
-    for handler in logging.getLogger().handlers:
-        handler.setFormatter(JsonFormatter() if log_format == "json" else TextFormatter())
+    for handler in root.handlers:
+        if log_format == "json":
+            handler.setFormatter(JsonFormatter())
+        elif handler not in before:
+            handler.setFormatter(TextFormatter())
