@@ -3,12 +3,14 @@ pyproject's package-dir mapping, which mypy, reading folders, cannot follow.
 
 The Python sources of the folders the mypy config names are staged into build/typecheck/ (ignored by git),
 with interceptors/ as a2a_grpc/interceptors/; mypy runs there with the same config, keeps its cache there
-between runs, and its report names the files of the source tree. Run by scripts/typecheck and
+between runs, and its report names the files of the source tree. Runs at once in one checkout take turns (a lock
+file beside the stage), so one never checks a stage the other is rewriting. Run by scripts/typecheck and
 tests/test_lint.py: `python scripts/typecheck.py [MYPY_OPTION...]`.
 """
 
 from __future__ import annotations
 
+import fcntl
 import re
 import shutil
 import subprocess
@@ -56,10 +58,13 @@ def source_paths(report: str) -> str:
 
 
 def main(mypy_options: list[str]) -> int:
-    stage()
-    result = subprocess.run(
-        [sys.executable, "-m", "mypy", *mypy_options], cwd=STAGE, capture_output=True, text=True, check=False
-    )
+    STAGE.mkdir(parents=True, exist_ok=True)
+    with (STAGE.parent / "typecheck.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        stage()
+        result = subprocess.run(
+            [sys.executable, "-m", "mypy", *mypy_options], cwd=STAGE, capture_output=True, text=True, check=False
+        )
     sys.stdout.write(source_paths(result.stdout))
     sys.stderr.write(source_paths(result.stderr))
     return result.returncode
