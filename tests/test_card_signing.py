@@ -23,6 +23,7 @@ from card_keys import (
 )
 from conftest import BASE_CARD, StartServer
 from google.protobuf import json_format
+from served_card import card_url, served_card
 
 from a2a_grpc.card import CardError
 from a2a_grpc.card_verification import CardVerifier, UnsignedCardError
@@ -41,10 +42,6 @@ def keys(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     return make_key_files(tmp_path_factory.mktemp("card-keys"), "ec", "rsa", "ed25519", "ec-next", "ec-stranger")
 
 
-def card_url(server: A2AServer) -> str:
-    return f"http://{server.http_target}/.well-known/agent-card.json"
-
-
 async def http_get(url: str, headers: dict[str, str] | None = None) -> tuple[int, Mapping[str, str], bytes]:
     """Status, headers and body (the servers run in this test's event loop: no blocking client)."""
     async with aiohttp.ClientSession() as session, session.get(url, headers=headers) as response:
@@ -55,15 +52,10 @@ async def get_json(url: str) -> Any:
     return json.loads((await http_get(url))[2])
 
 
-async def served(server: A2AServer) -> dict[str, Any]:
-    document: dict[str, Any] = await get_json(card_url(server))
-    return document
-
-
 @pytest.mark.parametrize("kind", ["ec", "rsa", "ed25519"])
 async def test_our_client_verifies_our_signed_card(start_server: StartServer, keys: dict[str, str], kind: str) -> None:
     server = await start_server(card_signing_keys=(keys[kind],))
-    document = await served(server)
+    document = await served_card(server)
     assert document["protocolVersion"] == "0.3.0" and "url" in document, "the 0.3 face is on: its keys are merged in"
     [signature] = parse_served(document).signatures
     kid = signing_key(keys[kind]).kid
@@ -130,12 +122,12 @@ async def test_rotation_clients_holding_either_jwks_verify_cards_of_both_keys(
     published: a JWKS fetched before the restart verifies the new card, one fetched after it the old card."""
     old, new = keys["ec"], keys["ec-next"]
     before = await start_server(card_signing_keys=(old, new))
-    old_card = parse_served(await served(before))
+    old_card = parse_served(await served_card(before))
     old_jwks = tmp_path / "before.json"
     old_jwks.write_text(json.dumps(await get_json(f"http://{before.http_target}{JWKS_PATH}")))
     await before.stop(0)
     after = await start_server(card_signing_keys=(new, old))
-    new_card = parse_served(await served(after))
+    new_card = parse_served(await served_card(after))
     new_jwks = tmp_path / "after.json"
     new_jwks.write_text(json.dumps(await get_json(f"http://{after.http_target}{JWKS_PATH}")))
     for jwks in (old_jwks, new_jwks):
@@ -151,16 +143,16 @@ async def test_a_card_file_signed_already_is_served_as_it_is(
     """The operator signs the card as the server completes it (what `a2a-grpc card` prints), with a key of their
     own; the server, though it has a signing key, serves that card and its one signature unchanged."""
     unsigned = await start_server(card=BASE_CARD)
-    completed = parse_served(await served(unsigned))
+    completed = parse_served(await served_card(unsigned))
     operator = signing_key(keys["ec-stranger"])
     signed = signed_by_hand(completed, operator.private_key, {"alg": "ES256", "kid": operator.kid})
     grpc_url = completed.supported_interfaces[0].url
     await unsigned.stop(0)
     server = await start_server(card=json_document(signed), card_signing_keys=(keys["ec"],))
-    served_card = parse_served(await served(server))
-    assert served_card == signed and served_card.supported_interfaces[0].url == grpc_url
+    as_served = parse_served(await served_card(server))
+    assert as_served == signed and as_served.supported_interfaces[0].url == grpc_url
     verifier = CardVerifier(key_files=[write_jwks(tmp_path / "operator.json", keys["ec-stranger"])])
-    verdict = await verifier.verify(served_card, card_url(server))
+    verdict = await verifier.verify(as_served, card_url(server))
     assert verdict is not None and verdict.kid == operator.kid
 
 

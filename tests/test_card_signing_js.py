@@ -11,7 +11,6 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import pytest
 from aiohttp import web
 from card_keys import make_key_files, parse_served, signing_key, write_jwks
@@ -19,12 +18,12 @@ from conftest import BASE_CARD, StartServer
 from cryptography.hazmat.primitives.asymmetric import ec
 from jwt.algorithms import ECAlgorithm
 from process import direct_env
+from served_card import base_url, served_card
 from test_js_sdk import JS_DIR, install_sdk
 
 from a2a_grpc.card_verification import CardVerifier
 from a2a_grpc.client import fetch_agent_card
 from a2a_grpc.encoding import json_document
-from a2a_grpc.server import A2AServer
 
 NODE_SECONDS = 60.0
 CARD: dict[str, Any] = {**BASE_CARD, "name": "Agent Zoë — café"}
@@ -57,19 +56,6 @@ async def run_node(*args: str) -> dict[str, Any]:
     return result
 
 
-def base_url(server: A2AServer) -> str:
-    return f"http://{server.http_target}"
-
-
-async def served(server: A2AServer) -> dict[str, Any]:
-    async with (
-        aiohttp.ClientSession() as session,
-        session.get(f"{base_url(server)}/.well-known/agent-card.json") as response,
-    ):
-        document: dict[str, Any] = json.loads(await response.read())
-        return document
-
-
 @pytest.mark.parametrize("kind", ["ec", "ed25519"])
 async def test_the_js_sdk_verifies_the_card_our_server_signs(
     start_server: StartServer, keys: dict[str, str], kind: str
@@ -82,7 +68,7 @@ async def test_the_js_sdk_refuses_our_card_changed_on_the_way(start_server: Star
     """The control: a copy of our signed card with its description changed, served elsewhere (its jku still
     names our server's JWKS)."""
     server = await start_server(card=CARD, card_signing_keys=(keys["ec"],))
-    document = {**await served(server), "description": "Changed on the way."}
+    document = {**await served_card(server), "description": "Changed on the way."}
 
     async def tampered(request: web.Request) -> web.Response:
         return web.json_response(document)
@@ -105,7 +91,7 @@ async def test_our_client_verifies_a_card_the_js_sdk_signed(
     start_server: StartServer, keys: dict[str, str], tmp_path: Path
 ) -> None:
     unsigned = await start_server(card=CARD)
-    completed = json_document(parse_served(await served(unsigned)))
+    completed = json_document(parse_served(await served_card(unsigned)))
     await unsigned.stop(0)
     card_file, jwk_file = tmp_path / "card.json", tmp_path / "key.jwk"
     card_file.write_text(json.dumps(completed))

@@ -11,17 +11,16 @@ import json
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import pytest
 from card_keys import ALGORITHMS, make_key_files, parse_served, signing_key, write_jwks
 from conftest import BASE_CARD, StartServer
 from process import direct_env
 from sdk_signing_env import SdkUnavailableError, sdk_signing_python
+from served_card import base_url, served_card
 
 from a2a_grpc.card_verification import CardVerifier
 from a2a_grpc.client import fetch_agent_card
 from a2a_grpc.encoding import json_document
-from a2a_grpc.server import A2AServer
 
 REPO = Path(__file__).resolve().parent.parent
 DRIVER = Path(__file__).resolve().parent / "sdk_signing_driver.py"
@@ -67,25 +66,12 @@ async def run_driver(python: Path, plan: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
-def base_url(server: A2AServer) -> str:
-    return f"http://{server.http_target}"
-
-
-async def served(server: A2AServer) -> dict[str, Any]:
-    async with (
-        aiohttp.ClientSession() as session,
-        session.get(f"{base_url(server)}/.well-known/agent-card.json") as response,
-    ):
-        document: dict[str, Any] = json.loads(await response.read())
-        return document
-
-
 @pytest.mark.parametrize("kind", ["ec", "rsa", "ed25519"])
 async def test_the_sdk_verifies_the_card_our_server_signs(
     start_server: StartServer, sdk_python: Path, keys: dict[str, str], kind: str
 ) -> None:
     server = await start_server(card=CARD, card_signing_keys=(keys[kind],), bearer_tokens={"t": "alice"})
-    document = await served(server)
+    document = await served_card(server)
     assert document["securitySchemes"]["bearer"]["type"] == "http", "the scheme in its 0.3 form too"
     plan = {"op": "verify", "base_url": base_url(server), "jwks": None, "algorithms": [ALGORITHMS[kind]]}
     assert await run_driver(sdk_python, plan) == {"verified": True, "name": CARD["name"]}, "its key found by jku"
@@ -106,7 +92,7 @@ async def test_our_client_verifies_a_card_the_sdk_signed(
 ) -> None:
     """The operator's recipe: read the card as our server completes it, sign it with the SDK, serve the file."""
     unsigned = await start_server(card=CARD)
-    completed = json_document(parse_served(await served(unsigned)))
+    completed = json_document(parse_served(await served_card(unsigned)))
     await unsigned.stop(0)
     key = signing_key(keys["ed25519"])
     header = {"alg": "EdDSA", "kid": key.kid, "typ": "JOSE"}

@@ -9,13 +9,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import pytest
 from card_keys import make_key_files, parse_served, signed_by_hand, signing_key, write_jwks
 from conftest import StartServer
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from jwt import api_jws
+from served_card import card_url, served_card
 
 from a2a_grpc.card_canonical import sdk_1_0_bytes
 from a2a_grpc.card_verification import (
@@ -43,16 +43,6 @@ async def signed(start_server: StartServer, keys: dict[str, str]) -> A2AServer:
     return await start_server(card_signing_keys=(keys["ec"],))
 
 
-def card_url(server: A2AServer) -> str:
-    return f"http://{server.http_target}/.well-known/agent-card.json"
-
-
-async def served(server: A2AServer) -> dict[str, Any]:
-    async with aiohttp.ClientSession() as session, session.get(card_url(server)) as response:
-        document: dict[str, Any] = json.loads(await response.read())
-        return document
-
-
 async def refusal(verifier: CardVerifier, card: a2a_pb2.AgentCard, url: str) -> CardSignatureError:
     with pytest.raises(CardSignatureError) as refused:
         await verifier.verify(card, url)
@@ -70,7 +60,7 @@ def reordered(value: Any) -> Any:
 
 
 async def test_a_reordered_but_equal_card_verifies(signed: A2AServer) -> None:
-    document = await served(signed)
+    document = await served_card(signed)
     text = json.dumps(reordered(document))
     assert text != json.dumps(document)
     card = parse_served(json.loads(text))
@@ -89,7 +79,7 @@ async def test_a_reordered_but_equal_card_verifies(signed: A2AServer) -> None:
     ids=["changed-field", "changed-grpc-address", "changed-list", "added-field", "added-capability"],
 )
 async def test_a_card_changed_after_signing_is_refused_saying_so(signed: A2AServer, tamper: Any) -> None:
-    document = await served(signed)
+    document = await served_card(signed)
     tamper(document)
     refused = await refusal(CardVerifier(), parse_served(document), card_url(signed))
     assert isinstance(refused, InvalidCardSignatureError)
@@ -99,7 +89,7 @@ async def test_a_card_changed_after_signing_is_refused_saying_so(signed: A2AServ
 async def test_keys_a_10_card_does_not_have_are_outside_the_signature(signed: A2AServer) -> None:
     """The 0.3 keys merged into the served document are not signed (the 1.0 card is): changing them, or adding a
     key no 1.0 reader parses, leaves the signature valid, as it does for the SDKs' verifiers."""
-    document = await served(signed)
+    document = await served_card(signed)
     document["url"] = "evil.example:443"
     document["xNote"] = "added after signing"
     assert await CardVerifier().verify(parse_served(document), card_url(signed)) is not None
@@ -110,7 +100,7 @@ async def test_a_card_signed_by_an_untrusted_key_is_refused(
 ) -> None:
     """An impostor's card, signed with its own key and naming its own JWKS, read where the real card should be."""
     impostor = await start_server(card_signing_keys=(keys["ec-stranger"],))
-    card = parse_served(await served(impostor))
+    card = parse_served(await served_card(impostor))
     trusted = write_jwks(tmp_path / "trusted.json", keys["ec"])
     for verifier in (CardVerifier(), CardVerifier(key_files=[trusted])):
         refused = await refusal(verifier, card, card_url(signed))
@@ -124,7 +114,7 @@ async def test_a_card_signed_by_an_untrusted_key_is_refused(
 async def test_a_jku_is_followed_when_listed_and_keys_come_from_files_and_urls(
     start_server: StartServer, signed: A2AServer, keys: dict[str, str], tmp_path: Path
 ) -> None:
-    card = parse_served(await served(signed))
+    card = parse_served(await served_card(signed))
     jwks_url = f"http://{signed.http_target}{JWKS_PATH}"
     elsewhere = "https://elsewhere.example/.well-known/agent-card.json"
     verdict = await CardVerifier(jwks_urls=[jwks_url]).verify(card, elsewhere)
@@ -138,7 +128,7 @@ async def test_a_jku_is_followed_when_listed_and_keys_come_from_files_and_urls(
 
 
 async def test_a_jwks_that_cannot_be_fetched_is_named(signed: A2AServer) -> None:
-    card = parse_served(await served(signed))
+    card = parse_served(await served_card(signed))
     missing = f"http://{signed.http_target}/no-such-jwks.json"
     refused = await refusal(CardVerifier(jwks_urls=[missing]), card, card_url(signed))
     assert isinstance(refused, UntrustedCardKeyError)
@@ -162,7 +152,7 @@ def sign_as(card: a2a_pb2.AgentCard, key: Any, header: Mapping[str, Any]) -> a2a
 async def test_signatures_refused_whatever_the_key(
     signed: A2AServer, keys: dict[str, str], header: dict[str, Any], key: Any, reason: str
 ) -> None:
-    card = parse_served(await served(signed))
+    card = parse_served(await served_card(signed))
     kid = signing_key(keys["ec"]).kid
     private = signing_key(keys[key]).private_key if key in keys else key
     forged = sign_as(card, private, {"kid": kid, "jku": f"http://{signed.http_target}{JWKS_PATH}", **header})
@@ -186,7 +176,7 @@ async def test_a_signature_over_the_sdk_1_0_form_verifies(keys: dict[str, str], 
 async def test_one_valid_signature_of_several_is_enough_and_each_failure_is_named(
     signed: A2AServer, keys: dict[str, str]
 ) -> None:
-    card = parse_served(await served(signed))
+    card = parse_served(await served_card(signed))
     stranger = signing_key(keys["ec-stranger"])
     extra = sign_as(card, stranger.private_key, {"alg": "ES256", "kid": stranger.kid}).signatures[0]
     card.signatures.insert(0, extra)

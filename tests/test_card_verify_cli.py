@@ -11,19 +11,15 @@ import pytest
 from card_keys import make_key_files, signing_key, write_jwks
 from conftest import StartServer
 from process import run_serve
+from served_card import card_url
 from test_cli_client import a2a_grpc
 
 from a2a_grpc.push.service import JWKS_PATH
-from a2a_grpc.server import A2AServer
 
 
 @pytest.fixture(scope="module")
 def keys(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     return make_key_files(tmp_path_factory.mktemp("cli-keys"), "ec", "ec-other")
-
-
-def card_url(server: A2AServer) -> str:
-    return f"http://{server.http_target}/.well-known/agent-card.json"
 
 
 async def test_verify_prints_the_verdict_and_the_card(
