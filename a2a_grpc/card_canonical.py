@@ -29,8 +29,12 @@ class CanonicalizationError(ValueError):
 
 
 def card_payload(card: a2a_pb2.AgentCard) -> dict[str, Any]:
-    """The card's content as a signature covers it, before serialization."""
-    document = json_format.MessageToDict(card)
+    """The card's content as a signature covers it, before serialization (CanonicalizationError for a number JSON
+    cannot carry, NaN or an infinity in a Struct)."""
+    try:
+        document = json_format.MessageToDict(card)
+    except json_format.SerializeToJsonError as error:
+        raise CanonicalizationError(f"the card has no JSON form: {error}") from None
     document.pop("signatures", None)
     payload = _without_empty(document)
     return payload if isinstance(payload, dict) else {}

@@ -10,7 +10,13 @@ import pytest
 import rfc8785
 from google.protobuf import json_format
 
-from a2a_grpc.card_canonical import card_payload, rfc8785_bytes, sdk_1_0_bytes
+from a2a_grpc.card_canonical import (
+    CANONICAL_FORMS,
+    CanonicalizationError,
+    card_payload,
+    rfc8785_bytes,
+    sdk_1_0_bytes,
+)
 from a2a_grpc.generated import a2a_pb2
 
 # RFC 8785 §3.2.2: the sample input and its canonical form
@@ -114,6 +120,15 @@ def card(**fields: object) -> a2a_pb2.AgentCard:
         **fields,
     }
     return json_format.ParseDict(document, a2a_pb2.AgentCard())
+
+
+@pytest.mark.parametrize("number", [float("nan"), float("inf")], ids=["NaN", "Infinity"])
+@pytest.mark.parametrize("form", sorted(CANONICAL_FORMS))
+def test_a_card_holding_a_number_json_cannot_carry_has_no_canonical_form(number: float, form: str) -> None:
+    holding = card()
+    holding.capabilities.extensions[0].params["ratio"] = number
+    with pytest.raises(CanonicalizationError):
+        CANONICAL_FORMS[form](holding)
 
 
 def test_a_cards_payload_drops_signatures_and_empty_values_and_keeps_false() -> None:
