@@ -24,6 +24,7 @@ from a2a_grpc import resume
 from a2a_grpc.agent import AgentExecutor, declared_extensions
 from a2a_grpc.agents.echo import EchoAgent
 from a2a_grpc.auth import AuthSettings, Verifiers, secure_cards
+from a2a_grpc.auth.card_security import API_KEY, kind_of
 from a2a_grpc.card import GRPC_BINDING, CardError, complete_card, load_card, register_card_extensions
 from a2a_grpc.card_http import CACHE_CONTROL, CardDocument
 from a2a_grpc.card_signing import CardSigner, check_signed_as_served
@@ -210,8 +211,7 @@ def _api_key_headers(*cards: a2a_pb2.AgentCard | None) -> list[str]:
         for card in cards
         if card is not None
         for scheme in card.security_schemes.values()
-        if scheme.WhichOneof("scheme") == "api_key_security_scheme"
-        and scheme.api_key_security_scheme.location.lower() == "header"
+        if kind_of(scheme) == API_KEY
     ]
 
 
@@ -345,9 +345,7 @@ class A2AServer:
             check_webhook=self.push.check_webhook if self.push is not None else None,
             max_parts=settings.max_parts,
         )
-        # not for a card whose every interface names a tenant: 0.3 calls carry none
-        serve_v03 = settings.serve_v03 and any(is_v03(i) for i in self.card.supported_interfaces)
-        faces = [(V10_FACE, servicer), *([(V03_FACE, V03Servicer(servicer))] if serve_v03 else [])]
+        faces = [(V10_FACE, servicer), *([(V03_FACE, V03Servicer(servicer))] if self._serves_v03 else [])]
         for face, face_servicer in faces:
             handlers = self._chain(face).method_handlers(face_servicer)
             name = face.service.full_name
@@ -384,7 +382,7 @@ class A2AServer:
         await server.start()
         self._server = server
         if self._http_server is not None:
-            self._card_document = CardDocument.of(self.card, with_v03=settings.serve_v03)
+            self._card_document = CardDocument.of(self.card, with_v03=self._serves_v03)
             await self._http_server.start_serving()
         self._accepting = True  # the store is open and migrated, both ports are up
         await self._apply_health()
@@ -433,6 +431,12 @@ class A2AServer:
         update = asyncio.ensure_future(self._apply_health())
         self._health_updates.add(update)
         update.add_done_callback(self._health_updates.discard)
+
+    @property
+    def _serves_v03(self) -> bool:
+        """Whether the A2A 0.3 face is served (and the card document carries its fields): not for a card whose
+        every interface names a tenant, since 0.3 calls carry none."""
+        return self.settings.serve_v03 and any(is_v03(i) for i in self.card.supported_interfaces)
 
     @property
     def ready(self) -> bool:

@@ -134,8 +134,8 @@ class A2AServicer:
         """Answers a SendMessageResponse, already encoded (see a2a_grpc.encoding)."""
         await self._accept_send(request, call)
         run = await self.manager.submit(request, call)
-        await self._put_send_push_config(request, run, call)
         try:
+            await self._put_send_push_config(request, run, call)
             configuration = request.configuration
             if not configuration.return_immediately:
                 await run.settled

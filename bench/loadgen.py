@@ -36,7 +36,6 @@ from bench.protocol import HOLD_TEXT, PUSH_TOKEN, parse_tick_text, ticks_text
 
 READY = "ready"
 RESULT = "result"
-RESULT_TIMEOUT_MARGIN_SECONDS = 120.0
 
 Job = dict[str, Any]
 Metadata = tuple[tuple[str, str], ...]

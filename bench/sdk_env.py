@@ -22,7 +22,6 @@ SDK_REQUIREMENT = "a2a-sdk[grpc]==1.3.0"
 EXTRA_REQUIREMENTS = ("uvloop>=0.21",)
 INSTALL_TIMEOUT_SECONDS = 600
 VENV_NAME = ".bench-venv-sdk"
-INSTALLED = " ".join((SDK_REQUIREMENT, *EXTRA_REQUIREMENTS))  # the content of a finished install's stamp file
 STAMP = ".bench-installed"
 
 

@@ -232,7 +232,10 @@ async def test_cancel_of_an_input_required_task_calls_the_agents_cancel(
     again: Any = results[1]
     assert agent.cancel_calls == [(task.id, "which colour?")], "the agent hears of it once, with its question"
     assert isinstance(canceled, a2a_pb2.Task), canceled
-    assert again == canceled or isinstance(again, grpc.aio.AioRpcError), again
+    if isinstance(again, grpc.aio.AioRpcError):  # it came once the first had canceled the task
+        assert_error(again, FAILED_PRECONDITION, "TASK_NOT_CANCELABLE", taskId=task.id)
+    else:
+        assert again == canceled, again
     assert canceled.status.state == TaskState.TASK_STATE_CANCELED
     said = [part.text for part in canceled.status.message.parts]
     assert said == (["conversation closed"] if publish_canceled else []), "the agent's word, or the server's"

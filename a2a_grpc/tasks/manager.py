@@ -341,7 +341,7 @@ class TaskManager:
 def _agent_runs_on(machine: TaskMachine) -> bool:
     """Whether an agent's run works on the task here (not a run made only to cancel a waiting task)."""
     run = machine.run
-    return machine.phase in (Phase.RUNNING, Phase.CANCELLING) and run is not None and run.runner is not None
+    return run is not None and machine.is_running(run) and run.runner is not None
 
 
 def _task_query(request: a2a_pb2.ListTasksRequest, page_size: int, owner: str) -> TaskQuery:
