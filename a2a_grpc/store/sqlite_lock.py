@@ -39,8 +39,6 @@ class FileLock:
             raise StoreError(f"cannot open the task store {database}: cannot create {lock_file}: {exc}") from exc
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         except BlockingIOError:
             holder = _holder(fd)
             os.close(fd)
@@ -48,6 +46,9 @@ class FileLock:
         except OSError as exc:
             os.close(fd)
             raise StoreError(f"cannot open the task store {database}: cannot lock {lock_file}: {exc}") from exc
+        with contextlib.suppress(OSError):  # the pid only tells whom a refused server names
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         return cls(fd)
 
     def release(self) -> None:
