@@ -19,7 +19,7 @@ from a2a_grpc.cli_client import add_client_parsers, run_client_command
 from a2a_grpc.config import ConfigError, add_config_parser, resolve, run_config_command
 from a2a_grpc.server import A2AServer
 from a2a_grpc.settings.flags import add_serve_arguments, server_settings
-from a2a_grpc.store import StoreError
+from a2a_grpc.store import StoreError, StoreInUseError
 from a2a_grpc.telemetry import configure_logs
 from a2a_grpc.telemetry.tracing_setup import use_sdk_unless_configured
 from a2a_grpc.telemetry.worker_metrics import WORKER_METRICS_DIR_ENV
@@ -111,6 +111,9 @@ async def _serve(server: A2AServer, worker: str | None) -> int:
             await stop.wait()
         finally:
             await server.stop()
+    except StoreInUseError as error:  # met before any task is touched or any port bound: a setting to change
+        print(f"a2a-grpc: {error}", file=sys.stderr)
+        return 2
     except (OSError, StoreError) as error:
         print(f"a2a-grpc: {error}", file=sys.stderr)
         return 1

@@ -55,6 +55,21 @@ class StoreUnavailableError(StoreError, StorageUnavailableError):
         return self.cause
 
 
+class StoreInUseError(StoreError):
+    """The store's file is already open, in another process or in this one: a SQLite file has one owner at a
+    time, since each server takes the tasks it finds running in the file for its own (it fails them at start).
+    `holder` is the pid of the process that has it open, when its lock file says."""
+
+    def __init__(self, path: str, holder: int | None) -> None:
+        by = f"process {holder}" if holder is not None else "another process"
+        super().__init__(
+            f"the task store {path} is in use by {by}: one server at a time may use a SQLite file "
+            "(stop that one, or give this one another store)"
+        )
+        self.path = path
+        self.holder = holder
+
+
 class VersionConflictError(StoreError):
     """A write's version does not follow the stored version of the task."""
 

@@ -47,6 +47,7 @@ from a2a_grpc.store.base import (
     TaskWrite,
 )
 from a2a_grpc.store.sqlite_errors import as_store_error
+from a2a_grpc.store.sqlite_lock import FileLock
 from a2a_grpc.store.sqlite_schema import create_schema
 
 P = ParamSpec("P")
@@ -63,6 +64,7 @@ class _Threads:
     """What exists while the store is open: the writer thread and its queue, the reader thread."""
 
     loop: asyncio.AbstractEventLoop
+    lock: FileLock
     reader: concurrent.futures.ThreadPoolExecutor
     queue: queue.SimpleQueue[_Job | None] = field(default_factory=queue.SimpleQueue)
     ready: concurrent.futures.Future[None] = field(default_factory=concurrent.futures.Future)
@@ -80,11 +82,16 @@ class SqliteStore:
         self._threads: _Threads | None = None
 
     async def open(self) -> None:
-        """Create the file, its directory and the schema when missing (or migrate an older file); start the threads."""
+        """Lock the file (StoreInUseError while another open store has it); create the file, its directory and
+        the schema when missing (or migrate an older file); start the threads."""
         if self._threads is not None:
             return
+        if str(self.path) == ":memory:":
+            raise StoreError("the SQLite store needs a file, not ':memory:' (the memory store is 'memory')")
         loop = asyncio.get_running_loop()
-        threads = _Threads(loop, concurrent.futures.ThreadPoolExecutor(1, "sqlite-store-reader"))
+        threads = _Threads(
+            loop, FileLock.take(self.path), concurrent.futures.ThreadPoolExecutor(1, "sqlite-store-reader")
+        )
         writer = threading.Thread(target=self._writer_main, args=(threads,), name="sqlite-store-writer")
         writer.daemon = True
         writer.start()
@@ -100,7 +107,7 @@ class SqliteStore:
         self._threads = threads
 
     async def close(self) -> None:
-        """Commit every queued write, then stop the threads and close the connections."""
+        """Commit every queued write, then stop the threads, close the connections and unlock the file."""
         threads, self._threads = self._threads, None
         if threads is not None:
             await _shutdown(threads)
@@ -268,6 +275,7 @@ async def _shutdown(threads: _Threads) -> None:
     if threads.reader_conn is not None:
         await threads.loop.run_in_executor(threads.reader, threads.reader_conn.close)
     threads.reader.shutdown(wait=False)
+    threads.lock.release()
 
 
 def _failed(error: BaseException) -> asyncio.Future[Any]:
@@ -332,7 +340,7 @@ def _connect_writer(path: Path) -> sqlite3.Connection:
         conn.execute("PRAGMA foreign_keys = ON")
         conn.execute("PRAGMA busy_timeout = 5000")
         create_schema(conn)
-        push.release_all_claims(conn)  # one process owns the file: claims left by an earlier one are void
+        push.release_all_claims(conn)  # this process owns the file (its lock): claims left by an earlier one are void
     except BaseException:
         conn.close()
         raise
