@@ -221,6 +221,34 @@ async def test_push_configs_map_field_by_field(start_server: StartServer, stubs:
         assert bad_request(error).field_violations[0].field == "config.push_notification_config.authentication.schemes"
 
 
+async def test_a_0_3_push_url_with_cr_lf_is_refused_on_create_and_on_send_naming_its_field(
+    start_server: StartServer, stubs: list[grpc.aio.Channel]
+) -> None:
+    """Finding 16 on the 0.3 face: never stored, so never listed nor dialled."""
+    injected = v03.PushNotificationConfig(id="hook", url=DEAD_HOOK + "\r\nX-Injected: yes", token="t")
+    async with asyncio.timeout(TEST_SECONDS):
+        stub = v03_stub(await start_server(), stubs)
+        task = (await stub.SendMessage(send())).task
+        created = stub.CreateTaskPushNotificationConfig(
+            v03.CreateTaskPushNotificationConfigRequest(
+                parent=f"tasks/{task.id}",
+                config_id="hook",
+                config=v03.TaskPushNotificationConfig(push_notification_config=injected),
+            )
+        )
+        sent = stub.SendMessage(send(configuration=v03.SendMessageConfiguration(push_notification=injected)))
+        errors = [await refused(created), await refused(sent)]
+        listed = await stub.ListTaskPushNotificationConfig(
+            v03.ListTaskPushNotificationConfigRequest(parent=f"tasks/{task.id}")
+        )
+    assert [error.code() for error in errors] == [Code.INVALID_ARGUMENT] * 2
+    assert [[v.field for v in bad_request(error).field_violations] for error in errors] == [
+        ["config.push_notification_config.url"],
+        ["configuration.push_notification.url"],
+    ]
+    assert list(listed.configs) == []
+
+
 # ---- errors --------------------------------------------------------------------------------------
 
 
