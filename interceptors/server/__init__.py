@@ -11,8 +11,8 @@ wrapped once, at start-up, in this order:
                   or UNAUTHENTICATED (PERMISSION_DENIED for a missing scope)
   limits          the caller's requests per second (RATE_LIMITED); a stream also holds one of its
                   caller's and the server's stream slots until it ends (TOO_MANY_STREAMS): both
-                  RESOURCE_EXHAUSTED with a RetryInfo (a2a_grpc.interceptors.server.limits); an address
-                  that failed authentication too often is refused before it (RATE_LIMITED)
+                  RESOURCE_EXHAUSTED with a RetryInfo (a2a_grpc.interceptors.server.limits); a failed
+                  authentication from an address that failed too often is RATE_LIMITED, not UNAUTHENTICATED
   version         the `a2a-version` the call speaks, or VERSION_NOT_SUPPORTED
   extensions      the activated `a2a-extensions`, or EXTENSION_SUPPORT_REQUIRED (but on the methods a caller learns
                   the required ones from: 0.3's GetAgentCard); then the echo
@@ -135,17 +135,15 @@ class ServerChain:
         return admit
 
     async def _authenticated(self, arrival: Arrival, context: Any) -> Principal:
-        """The caller's principal; a failure counts against its address's budget of failures, and an address
-        past it is refused before its credential is looked at."""
+        """The caller's principal: a valid credential always passes, whatever its address did. A refused one
+        counts against its address's budget of failures, and past it is answered RATE_LIMITED in place of
+        UNAUTHENTICATED (a2a_grpc.interceptors.server.limits)."""
         assert self._authenticate is not None
-        limits = self.limits
-        if not limits.auth_throttled:
-            return await self._authenticate(arrival.metadata, context)
-        limits.check_auth_budget(arrival.peer)
         try:
             return await self._authenticate(arrival.metadata, context)
         except AuthenticationError:
-            limits.auth_failed(arrival.peer)
+            if self.limits.auth_throttled:
+                self.limits.auth_failed(arrival.peer)
             raise
 
     def method_handlers(self, servicer: Any) -> dict[str, grpc.RpcMethodHandler]:
