@@ -169,7 +169,7 @@ class GuardedResolver(AbstractResolver):
 def _parse(url: str, allow_http: bool) -> URL:
     if len(url) > MAX_URL_LENGTH:
         raise PushTargetRefused("url", f"longer than {MAX_URL_LENGTH} characters")
-    if not URL_TEXT.fullmatch(url):  # a config stored before the request check refused such URLs is not sent
+    if not URL_TEXT.fullmatch(url):  # as the request check refuses: so a config an older server stored is not sent
         raise PushTargetRefused("url", URL_TEXT_RULE)
     try:
         parsed = URL(url)

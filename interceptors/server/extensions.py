@@ -1,9 +1,9 @@
 """Negotiates the `a2a-extensions` of every A2A call, and echoes the activated set.
 
 Every header entry is read and split on commas, so each real client form works. A call that lacks a
-declared required extension is refused with ExtensionSupportRequiredError, but by a negotiator made with
-`enforce_required=False` (the one of the methods a caller learns the required extensions from). An accepted call that
-activated any extension gets `a2a-extensions: <activated, comma-joined>` in its trailers, and in its
+declared required extension is refused with ExtensionSupportRequiredError (but for the methods a caller
+learns the required extensions from, whose negotiator is made with `enforce_required=False`). An accepted
+call that activated any extension gets `a2a-extensions: <activated, comma-joined>` in its trailers, and in its
 response headers too on streams (before the first event) or when unary headers are asked for.
 A call that names more than `max_extensions` distinct extensions is INVALID_ARGUMENT, with a
 BadRequest naming the header, before the required ones are checked.
