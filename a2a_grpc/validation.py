@@ -31,6 +31,10 @@ MAX_PUSH_TOKEN_CHARS = 1024
 MAX_PUSH_CREDENTIALS_CHARS = 4096
 MAX_SCHEME_CHARS = 64
 _HEADER_VALUE = re.compile(r"[\x20-\x7e]*")
+# What a URL holds as sent: visible ASCII. A space, a control character (CR, LF, NUL, DEL, C1) or any other
+# character beyond ASCII must be percent-encoded, and a host name beyond ASCII given in its IDNA (xn--) form.
+URL_TEXT = re.compile(r"[\x21-\x7e]*")
+URL_TEXT_RULE = "must be visible ASCII: percent-encode spaces, control and non-ASCII characters"
 _HTTP_TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # RFC 9110 token: an authentication scheme's name
 MAX_PARTS = 256  # parts of one message, by default (`--max-parts`)
 DEFAULT_PAGE_SIZE = 50
@@ -228,6 +232,8 @@ def validate_push_config(
     _check_no_nul(config.id, path + "id", out)
     _check_length(config.id, MAX_PUSH_ID_CHARS, path + "id", out)
     _check_length(config.url, MAX_PUSH_URL_CHARS, path + "url", out)
+    if not URL_TEXT.fullmatch(config.url):
+        out.append((path + "url", URL_TEXT_RULE))
     _check_header_value(config.token, MAX_PUSH_TOKEN_CHARS, path + "token", out)
     if config.HasField("authentication"):
         authentication, where = config.authentication, path + "authentication."

@@ -5,6 +5,8 @@ per call (INVALID_ARGUMENT naming the field or header)."""
 from __future__ import annotations
 
 import asyncio
+import logging
+import re
 from collections import Counter
 
 import grpc
@@ -12,7 +14,7 @@ import pytest
 from agents import PacedAgent
 from conftest import V1, StartServer, bad_request, rich_status, send_request, user_message
 from google.rpc import error_details_pb2
-from rpc_helpers import Clients, Metadata, assert_error, bearer, read_all, rpc_error, stream_error
+from rpc_helpers import Clients, Metadata, assert_error, bearer, make_stub, read_all, rpc_error, stream_error
 
 from a2a_grpc.client import A2AClient
 from a2a_grpc.errors import (
@@ -24,11 +26,14 @@ from a2a_grpc.errors import (
 )
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.interceptors.server.limits import Limits, TokenBuckets
+from a2a_grpc.telemetry import ACCESS_LOGGER
 
 RESOURCE_EXHAUSTED = grpc.StatusCode.RESOURCE_EXHAUSTED
 INVALID_ARGUMENT = grpc.StatusCode.INVALID_ARGUMENT
 TOKENS = {"token-a": "alice", "token-b": "bob"}
 ALICE, BOB = bearer("token-a"), bearer("token-b")
+NEW_CONNECTION = (("grpc.use_local_subchannel_pool", 1),)  # a channel of its own, not one another channel opened
+PEER = re.compile(r"peer\W+(ipv4:[0-9.]+:[0-9]+)")
 
 
 def retry_delay(error: grpc.aio.AioRpcError) -> float:
@@ -265,8 +270,9 @@ async def test_the_client_decodes_a_refusal_with_its_retry_delay(start_server: S
 async def test_failed_authentication_is_throttled_per_address_with_retry_info(
     start_server: StartServer, clients: Clients
 ) -> None:
-    """300 wrong tokens at once: a burst of one second's worth is checked and refused UNAUTHENTICATED, the rest
-    RESOURCE_EXHAUSTED unread; once the wait has passed the address is served again, a right token included."""
+    """300 wrong tokens at once: each is checked; a burst of one second's worth is refused UNAUTHENTICATED, the
+    rest RESOURCE_EXHAUSTED; a right token from the throttled address is served at once; once the wait has
+    passed, a wrong token is UNAUTHENTICATED again."""
     server = await start_server(bearer_tokens=TOKENS, max_auth_failures_per_second=5)
     now = [1000.0]
     server.limits.clock = lambda: now[0]
@@ -278,11 +284,40 @@ async def test_failed_authentication_is_throttled_per_address_with_retry_info(
     throttled = next(error for error in errors if error.code() == RESOURCE_EXHAUSTED)
     assert_error(throttled, RESOURCE_EXHAUSTED, "RATE_LIMITED", limit="5", scope="authentication-failures")
     assert 0 < retry_delay(throttled) <= 0.2
-    refused = await rpc_error(stub.GetTask(get_task(), metadata=ALICE))  # the address is throttled, whoever asks
-    assert refused.code() == RESOURCE_EXHAUSTED
-    now[0] += retry_delay(throttled)
     served = await rpc_error(stub.GetTask(get_task(), metadata=ALICE))
-    assert served.code() == grpc.StatusCode.NOT_FOUND
+    assert served.code() == grpc.StatusCode.NOT_FOUND, "a valid credential is never throttled"
+    now[0] += retry_delay(throttled)
+    again = await rpc_error(stub.GetTask(get_task(), metadata=wrong))
+    assert again.code() == grpc.StatusCode.UNAUTHENTICATED
+
+
+async def test_one_address_throttled_for_bad_tokens_still_serves_every_valid_token_from_it(
+    start_server: StartServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Finding 14: behind a NAT, a proxy or a mesh sidecar every caller has one address. Bad tokens on one connection
+    until the address is throttled; then every call with a valid token, on another connection from that address,
+    is served, while the bad tokens stay throttled."""
+    caplog.set_level(logging.INFO, logger=ACCESS_LOGGER)
+    server = await start_server(bearer_tokens=TOKENS, max_auth_failures_per_second=2)
+    server.limits.clock = lambda: 1000.0  # the address's budget does not refill during the test
+    wrong = bearer("guessed")
+    async with (
+        grpc.aio.insecure_channel(server.grpc_target, options=NEW_CONNECTION) as guessing,
+        grpc.aio.insecure_channel(server.grpc_target, options=NEW_CONNECTION) as valid,
+    ):
+        guesser, caller = make_stub(guessing), make_stub(valid)
+        codes = [(await rpc_error(guesser.GetTask(get_task(), metadata=wrong))).code() for _ in range(3)]
+        assert codes == [grpc.StatusCode.UNAUTHENTICATED] * 2 + [RESOURCE_EXHAUSTED]
+        for _ in range(20):
+            served = await rpc_error(caller.GetTask(get_task(), metadata=ALICE))
+            assert served.code() == grpc.StatusCode.NOT_FOUND, served.details()
+            throttled = await rpc_error(guesser.GetTask(get_task(), metadata=wrong))
+            assert_error(throttled, RESOURCE_EXHAUSTED, "RATE_LIMITED", scope="authentication-failures")
+    lines = [record.getMessage() for record in caplog.records if record.name == ACCESS_LOGGER]
+    peers = {("alice" in line, peer) for line in lines for peer in PEER.findall(line)}
+    assert len(peers) == 2, f"one connection each: {peers}"
+    (_, one), (_, other) = peers
+    assert one != other and one.rpartition(":")[0] == other.rpartition(":")[0] == "ipv4:127.0.0.1"
 
 
 def test_the_throttle_counts_each_address_apart_whatever_its_port() -> None:
@@ -290,9 +325,8 @@ def test_the_throttle_counts_each_address_apart_whatever_its_port() -> None:
     now = [50.0]
     limits.clock = lambda: now[0]
     for port in (1001, 1002):
-        limits.check_auth_budget(f"ipv4:127.0.0.9:{port}")
         limits.auth_failed(f"ipv4:127.0.0.9:{port}")
     with pytest.raises(RateLimitedError):
-        limits.check_auth_budget("ipv4:127.0.0.9:1003")
-    limits.check_auth_budget("ipv4:127.0.0.8:1001")  # another address: untouched
-    limits.check_auth_budget("ipv6:[::1]:1001")
+        limits.auth_failed("ipv4:127.0.0.9:1003")
+    limits.auth_failed("ipv4:127.0.0.8:1001")  # another address: untouched
+    limits.auth_failed("ipv6:[::1]:1001")

@@ -30,6 +30,14 @@ UNFIT: dict[str, tuple[dict[str, str], str]] = {
     "scheme with a space": ({"scheme": "Bearer x"}, "authentication.scheme"),
     "id too long": ({"id": "i" * (MAX_PUSH_ID_CHARS + 1)}, "id"),
     "url too long": ({"url": DEAD_HOOK + "/" + "u" * MAX_PUSH_URL_CHARS}, "url"),
+    "url with CR LF": ({"url": DEAD_HOOK + "\r\nX-Injected: yes"}, "url"),
+    "url with LF": ({"url": DEAD_HOOK + "\nX"}, "url"),
+    "url with a space": ({"url": DEAD_HOOK + " x"}, "url"),
+    "url with a tab": ({"url": DEAD_HOOK + "\tx"}, "url"),
+    "url with NUL": ({"url": DEAD_HOOK + "\x00"}, "url"),
+    "url with DEL": ({"url": DEAD_HOOK + "\x7f"}, "url"),
+    "url with a C1 control": ({"url": DEAD_HOOK + "\x85"}, "url"),
+    "url beyond ASCII": ({"url": DEAD_HOOK + "/caf\u00e9"}, "url"),
 }
 
 

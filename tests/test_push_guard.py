@@ -293,3 +293,21 @@ def test_an_allow_listed_network_covers_mapped_forms() -> None:
     policy = AddressPolicy(allow=["127.0.0.0/8"])
     assert policy.address_allowed("::ffff:127.0.0.1")
     assert not policy.address_allowed("::1")
+
+
+async def test_a_url_with_cr_lf_or_a_control_character_is_never_dialled(
+    make_sender: MakeSender, webhook: tuple[int, list[str]]
+) -> None:
+    """Finding 16 at send time: a config stored before such URLs were refused (a store written by an older server)
+    is given up, even on an allow-listed webhook that is listening."""
+    port, hits = webhook
+    policy = AddressPolicy(allow=["127.0.0.1"], allow_http=True)
+    sender, attempts = make_sender(policy)
+    for tail in ("\r\nX-Injected: yes", "\n", " x", "\x00", "\x7f", "\x85", "/caf\u00e9"):
+        url = f"http://127.0.0.1:{port}/hook{tail}"
+        with pytest.raises(PushTargetRefused) as refused:
+            policy.check_url(url)
+        assert refused.value.field == "url"
+        attempt = await sender.post(config(url), b"{}", "t")
+        assert attempt.give_up, tail
+    assert attempts == [] and hits == []

@@ -8,6 +8,7 @@ import socket
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
+from urllib.parse import quote
 
 import pytest
 from aiohttp import web
@@ -127,7 +128,7 @@ async def test_retryable_statuses(webhook: Webhook, sender: PushSender, path: st
 async def test_retry_after_in_seconds_and_as_a_date(webhook: Webhook, sender: PushSender) -> None:
     attempt = await sender.post(config(f"{webhook.base}/busy?retry_after=2"), event_body(), "task-1")
     assert attempt.retry and attempt.retry_after == 2
-    later = format_datetime(datetime.now(UTC) + timedelta(seconds=30), usegmt=True)
+    later = quote(format_datetime(datetime.now(UTC) + timedelta(seconds=30), usegmt=True))  # a URL holds no space
     attempt = await sender.post(config(f"{webhook.base}/unavailable?retry_after={later}"), event_body(), "task-1")
     assert attempt.retry_after is not None and 25 <= attempt.retry_after <= 30
     attempt = await sender.post(config(f"{webhook.base}/busy?retry_after=99999999"), event_body(), "task-1")

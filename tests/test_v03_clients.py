@@ -488,15 +488,23 @@ def raw_steps() -> list[Json]:
     return [{"op": "raw", "method": method, "request": request} for method, request in RAW_REQUESTS.items()]
 
 
-async def test_a_required_extension_is_refused_on_every_03_rpc_without_it(
+async def test_a_required_extension_is_refused_on_every_03_rpc_without_it_but_get_agent_card(
     sdk03: Path, start_server: StartServer
 ) -> None:
+    """GetAgentCard is how a gRPC-only 0.3 client learns the required extension: it answers the card, echoing the
+    extension the client asked for."""
     _, plan = await plain_server(start_server, card=REQUIRED_CARD)
     client_steps = [{"op": "send", "text": "complete"}, {"op": "stream", "text": "complete"}]
     lines = await drive(sdk03, {**plan, "extensions": [OPTIONAL], "steps": [*client_steps, *raw_steps()]})
     declared = {ext["uri"]: ext.get("required", False) for ext in lines.card()["capabilities"]["extensions"]}
     assert (declared[REQUIRED], declared[OPTIONAL]) == (True, False)
-    for step, method in enumerate(["send", "stream", *RAW_REQUESTS]):
+    methods = ["send", "stream", *RAW_REQUESTS]
+    learned = lines.result(methods.index("GetAgentCard"))
+    assert REQUIRED in [ext["uri"] for ext in learned["response"]["capabilities"]["extensions"]], learned
+    assert learned["trailers"]["x-a2a-extensions"] == OPTIONAL
+    for step, method in enumerate(methods):
+        if method == "GetAgentCard":
+            continue
         error = lines.error(step)
         assert_a2a_error(error, "FAILED_PRECONDITION", "ExtensionSupportRequiredError", "EXTENSION_SUPPORT_REQUIRED")
         assert REQUIRED in error["details"] and error["metadata"] == {"missingExtensions": REQUIRED}, (method, error)

@@ -221,6 +221,34 @@ async def test_push_configs_map_field_by_field(start_server: StartServer, stubs:
         assert bad_request(error).field_violations[0].field == "config.push_notification_config.authentication.schemes"
 
 
+async def test_a_0_3_push_url_with_cr_lf_is_refused_on_create_and_on_send_naming_its_field(
+    start_server: StartServer, stubs: list[grpc.aio.Channel]
+) -> None:
+    """Finding 16 on the 0.3 face: never stored, so never listed nor dialled."""
+    injected = v03.PushNotificationConfig(id="hook", url=DEAD_HOOK + "\r\nX-Injected: yes", token="t")
+    async with asyncio.timeout(TEST_SECONDS):
+        stub = v03_stub(await start_server(), stubs)
+        task = (await stub.SendMessage(send())).task
+        created = stub.CreateTaskPushNotificationConfig(
+            v03.CreateTaskPushNotificationConfigRequest(
+                parent=f"tasks/{task.id}",
+                config_id="hook",
+                config=v03.TaskPushNotificationConfig(push_notification_config=injected),
+            )
+        )
+        sent = stub.SendMessage(send(configuration=v03.SendMessageConfiguration(push_notification=injected)))
+        errors = [await refused(created), await refused(sent)]
+        listed = await stub.ListTaskPushNotificationConfig(
+            v03.ListTaskPushNotificationConfigRequest(parent=f"tasks/{task.id}")
+        )
+    assert [error.code() for error in errors] == [Code.INVALID_ARGUMENT] * 2
+    assert [[v.field for v in bad_request(error).field_violations] for error in errors] == [
+        ["config.push_notification_config.url"],
+        ["configuration.push_notification.url"],
+    ]
+    assert list(listed.configs) == []
+
+
 # ---- errors --------------------------------------------------------------------------------------
 
 
@@ -295,7 +323,7 @@ async def test_calls_to_the_0_3_face_speak_0_3_unless_they_ask_for_1_0(
 
 
 @pytest.mark.parametrize("header", ["x-a2a-extensions", "a2a-extensions"])
-async def test_a_required_extension_is_enforced_on_every_0_3_rpc_and_echoed(
+async def test_a_required_extension_is_enforced_on_every_0_3_rpc_but_the_card_and_echoed(
     start_server: StartServer, stubs: list[grpc.aio.Channel], header: str
 ) -> None:
     async with asyncio.timeout(TEST_SECONDS):
@@ -303,7 +331,8 @@ async def test_a_required_extension_is_enforced_on_every_0_3_rpc_and_echoed(
         for call in (
             stub.SendMessage(send()),
             stub.GetTask(v03.GetTaskRequest(name="tasks/x")),
-            stub.GetAgentCard(v03.GetAgentCardRequest()),
+            stub.CancelTask(v03.CancelTaskRequest(name="tasks/x")),
+            stub.ListTaskPushNotificationConfig(v03.ListTaskPushNotificationConfigRequest(parent="tasks/x")),
         ):
             error = await refused(call)
             assert error.code() == Code.FAILED_PRECONDITION
@@ -366,6 +395,36 @@ async def test_one_card_for_both_versions_and_get_agent_card_for_0_3(
     assert (public.name, public.url, public.protocol_version) == ("x", target, "0.3.0"), "the extended card"
     assert public.security_schemes["bearer"].http_auth_security_scheme.scheme == "Bearer"
     assert [list(requirement.schemes) for requirement in public.security] == [["bearer"]]
+
+
+async def test_a_0_3_client_learns_the_required_extension_from_get_agent_card_without_sending_it(
+    start_server: StartServer, stubs: list[grpc.aio.Channel]
+) -> None:
+    """Finding 8: GetAgentCard is how a gRPC-only 0.3 client learns the card, so it is not refused for the required
+    extension it cannot know yet (as the card over HTTP is not); a call that sends it gets it echoed."""
+    async with asyncio.timeout(TEST_SECONDS):
+        stub = v03_stub(await start_server(agent=RequiredExtensionAgent()), stubs)
+        learned = stub.GetAgentCard(v03.GetAgentCardRequest())
+        card = await learned
+        learned_trailers = dict(await learned.trailing_metadata())
+        asked = stub.GetAgentCard(v03.GetAgentCardRequest(), metadata=(("x-a2a-extensions", REQUIRED_EXTENSION),))
+        await asked
+        asked_trailers = dict(await asked.trailing_metadata())
+    assert (REQUIRED_EXTENSION, True) in [(e.uri, e.required) for e in card.capabilities.extensions]
+    assert "x-a2a-extensions" not in learned_trailers, "nothing activated, nothing echoed"
+    assert asked_trailers["x-a2a-extensions"] == asked_trailers["a2a-extensions"] == REQUIRED_EXTENSION
+
+
+async def test_get_agent_card_without_the_required_extension_still_needs_the_credential_the_card_asks_for(
+    start_server: StartServer, stubs: list[grpc.aio.Channel]
+) -> None:
+    async with asyncio.timeout(TEST_SECONDS):
+        server = await start_server(agent=RequiredExtensionAgent(), card=SECURED_CARD, bearer_tokens={"t": "alice"})
+        stub = v03_stub(server, stubs)
+        error = await refused(stub.GetAgentCard(v03.GetAgentCardRequest()))
+        card = await stub.GetAgentCard(v03.GetAgentCardRequest(), metadata=(("authorization", "Bearer t"),))
+    assert error.code() == Code.UNAUTHENTICATED
+    assert REQUIRED_EXTENSION in [e.uri for e in card.capabilities.extensions]
 
 
 # ---- the face off --------------------------------------------------------------------------------

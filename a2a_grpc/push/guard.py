@@ -23,6 +23,8 @@ from collections.abc import Iterator, Sequence
 from aiohttp.abc import AbstractResolver, ResolveResult
 from yarl import URL
 
+from a2a_grpc.validation import URL_TEXT, URL_TEXT_RULE
+
 MAX_URL_LENGTH = 2048
 PASSED_URLS = 1024  # URLs whose passing verdict is remembered
 
@@ -167,6 +169,8 @@ class GuardedResolver(AbstractResolver):
 def _parse(url: str, allow_http: bool) -> URL:
     if len(url) > MAX_URL_LENGTH:
         raise PushTargetRefused("url", f"longer than {MAX_URL_LENGTH} characters")
+    if not URL_TEXT.fullmatch(url):  # as the request check refuses: so a config an older server stored is not sent
+        raise PushTargetRefused("url", URL_TEXT_RULE)
     try:
         parsed = URL(url)
     except ValueError:

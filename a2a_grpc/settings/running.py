@@ -60,10 +60,11 @@ LIMIT_SETTINGS = (
         "max_auth_failures_per_second",
         field="max_auth_failures_per_second",
         convert=setting_types.rate,
-        help="failed authentications per second from one address (bursts up to one second's worth) before its "
-        "next calls are RESOURCE_EXHAUSTED with a RetryInfo, unread; 0 for no limit",
-        doc="failed authentications per second from one address before its next calls are refused unread "
-        "(`RESOURCE_EXHAUSTED`, `RATE_LIMITED`, a `RetryInfo`); `0` for no limit: see [Limits](#limits)",
+        help="failed authentications per second from one address (bursts up to one second's worth); its further "
+        "failures are RESOURCE_EXHAUSTED with a RetryInfo, while valid credentials pass; 0 for no limit",
+        doc="failed authentications per second from one address; its further failures are `RESOURCE_EXHAUSTED` "
+        "(`RATE_LIMITED`, a `RetryInfo`) in place of `UNAUTHENTICATED`, and a valid credential always passes; "
+        "`0` for no limit: see [Limits](#limits)",
     ),
     Setting(
         "max_streams_per_caller",

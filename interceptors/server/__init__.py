@@ -11,10 +11,11 @@ wrapped once, at start-up, in this order:
                   or UNAUTHENTICATED (PERMISSION_DENIED for a missing scope)
   limits          the caller's requests per second (RATE_LIMITED); a stream also holds one of its
                   caller's and the server's stream slots until it ends (TOO_MANY_STREAMS): both
-                  RESOURCE_EXHAUSTED with a RetryInfo (a2a_grpc.interceptors.server.limits); an address
-                  that failed authentication too often is refused before it (RATE_LIMITED)
+                  RESOURCE_EXHAUSTED with a RetryInfo (a2a_grpc.interceptors.server.limits); a failed
+                  authentication from an address that failed too often is RATE_LIMITED, not UNAUTHENTICATED
   version         the `a2a-version` the call speaks, or VERSION_NOT_SUPPORTED
-  extensions      the activated `a2a-extensions`, or EXTENSION_SUPPORT_REQUIRED; then the echo
+  extensions      the activated `a2a-extensions`, or EXTENSION_SUPPORT_REQUIRED (but on the methods a caller learns
+                  the required ones from: 0.3's GetAgentCard); then the echo
   tenants         once the request is parsed: its `tenant`, one the card names, scopes the call's tasks
                   (INVALID_ARGUMENT otherwise)
   the servicer    called with the parsed request and the call's CallContext
@@ -25,6 +26,7 @@ build one immutable CallContext per call, which is then passed explicitly, never
 
 from __future__ import annotations
 
+import functools
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -50,7 +52,7 @@ from a2a_grpc.interceptors.server.limits import Limits, caller_of, released_when
 from a2a_grpc.interceptors.server.tenants import TenantCheck
 from a2a_grpc.interceptors.server.version import VersionCheck
 from a2a_grpc.telemetry import AccessLog, CallObserver, Metrics
-from a2a_grpc.telemetry.calls import Behave, Prepare
+from a2a_grpc.telemetry.calls import Admit, Behave, Prepare
 
 if TYPE_CHECKING:
     from a2a_grpc.telemetry.tracing import Tracing
@@ -93,49 +95,55 @@ class ServerChain:
         self._authenticate: Authenticate | None = authentication(authenticator) if authenticator is not None else None
         self.limits = limits if limits is not None else Limits()
         self._check_version = face.version_check(missing_version_means)
-        self._negotiate = (
-            ExtensionNegotiator(registry, max_extensions=max_extensions_per_call, headers=face.extension_headers)
-            if negotiate_extensions
-            else None
+        negotiator = functools.partial(
+            ExtensionNegotiator, registry, max_extensions=max_extensions_per_call, headers=face.extension_headers
+        )
+        self.admit = self._admission(negotiator() if negotiate_extensions else None)
+        # the methods a caller learns the required extensions from: admitted without them (echoing what it asks)
+        self._admit_without_required = self._admission(
+            negotiator(enforce_required=False) if negotiate_extensions else None
         )
         self._echo_unary_headers = echo_unary_headers
         self._worker_trailer = ((WORKER_TRAILER, str(worker_pid)),) if worker_pid is not None else ()
         observed = access_log is not None or metrics is not None or tracing is not None
         self._observer = CallObserver(access_log, metrics, tracing) if observed else None
 
-    async def admit(self, method: str, arrival: Arrival, context: Any) -> CallContext:
-        """The call's context, once every check accepted it (each refusal raises its A2AError)."""
-        metadata = arrival.metadata
-        principal = await self._authenticated(arrival, context) if self._authenticate is not None else ANONYMOUS
-        if self.limits.rate_limited:
-            self.limits.take_request(caller_of(principal.name, arrival.peer))
-        version = self._check_version(metadata)
-        negotiation: Negotiation = self._negotiate(metadata) if self._negotiate is not None else NO_NEGOTIATION
-        return CallContext(
-            method,
-            metadata,
-            arrival.time_remaining,
-            principal.name,
-            version,
-            negotiation.requested,
-            negotiation.activated,
-            negotiation.echo,
-            claims=principal.claims,
-            peer=arrival.peer,
-        )
+    def _admission(self, negotiate: ExtensionNegotiator | None) -> Admit:
+        """`admit(method, arrival, context)`: the call's context, once every check accepted it (each refusal raises
+        its A2AError), with `negotiate` deciding its extensions (None: none are negotiated)."""
+
+        async def admit(method: str, arrival: Arrival, context: Any) -> CallContext:
+            metadata = arrival.metadata
+            principal = await self._authenticated(arrival, context) if self._authenticate is not None else ANONYMOUS
+            if self.limits.rate_limited:
+                self.limits.take_request(caller_of(principal.name, arrival.peer))
+            version = self._check_version(metadata)
+            negotiation: Negotiation = negotiate(metadata) if negotiate is not None else NO_NEGOTIATION
+            return CallContext(
+                method,
+                metadata,
+                arrival.time_remaining,
+                principal.name,
+                version,
+                negotiation.requested,
+                negotiation.activated,
+                negotiation.echo,
+                claims=principal.claims,
+                peer=arrival.peer,
+            )
+
+        return admit
 
     async def _authenticated(self, arrival: Arrival, context: Any) -> Principal:
-        """The caller's principal; a failure counts against its address's budget of failures, and an address
-        past it is refused before its credential is looked at."""
+        """The caller's principal: a valid credential always passes, whatever its address did. A refused one
+        counts against its address's budget of failures, and past it is answered RATE_LIMITED in place of
+        UNAUTHENTICATED (a2a_grpc.interceptors.server.limits)."""
         assert self._authenticate is not None
-        limits = self.limits
-        if not limits.auth_throttled:
-            return await self._authenticate(arrival.metadata, context)
-        limits.check_auth_budget(arrival.peer)
         try:
             return await self._authenticate(arrival.metadata, context)
         except AuthenticationError:
-            limits.auth_failed(arrival.peer)
+            if self.limits.auth_throttled:
+                self.limits.auth_failed(arrival.peer)
             raise
 
     def method_handlers(self, servicer: Any) -> dict[str, grpc.RpcMethodHandler]:
@@ -147,13 +155,14 @@ class ServerChain:
             behavior = getattr(servicer, method.name)
             name = face.log_name(method.name)
             translate = face.errors(method.name) if face.errors is not None else None
+            admit = self._admit_without_required if method.name in face.extensions_not_required else self.admit
             if method.server_streaming:
-                opener = self._stamped(self._admitted_stream(name, *self._stream(parse, behavior), translate))
+                opener = self._stamped(self._admitted_stream(name, admit, *self._stream(parse, behavior), translate))
                 handler = grpc.unary_stream_rpc_method_handler(
                     guard_stream(name, opener, translate), response_serializer=encode_response
                 )
             else:
-                served = self._stamped(self._admitted_unary(name, self._unary(parse), behavior, translate))
+                served = self._stamped(self._admitted_unary(name, admit, self._unary(parse), behavior, translate))
                 handler = grpc.unary_unary_rpc_method_handler(
                     guard_unary(name, served, translate), response_serializer=encode_response
                 )
@@ -212,26 +221,29 @@ class ServerChain:
         return prepare, open_stream
 
     def _admitted_unary(
-        self, name: str, prepare: Prepare, behave: Behave[Any], translate: Translate | None
+        self, name: str, admit: Admit, prepare: Prepare, behave: Behave[Any], translate: Translate | None
     ) -> Callable[[bytes, Any], Awaitable[Any]]:
-        """`prepare` and `behave` behind admission, observed when there is telemetry (with errors as the face's
+        """`prepare` and `behave` behind `admit`, observed when there is telemetry (with errors as the face's
         callers read them, `translate`)."""
         if self._observer is not None:
-            return self._observer.unary(name, self.admit, prepare, behave, translate)
-        return self._admitted(name, prepare, behave)
+            return self._observer.unary(name, admit, prepare, behave, translate)
+        return self._admitted(name, admit, prepare, behave)
 
     def _admitted_stream(
-        self, name: str, prepare: Prepare, open_stream: Behave[AsyncIterator[Any]], translate: Translate | None
+        self,
+        name: str,
+        admit: Admit,
+        prepare: Prepare,
+        open_stream: Behave[AsyncIterator[Any]],
+        translate: Translate | None,
     ) -> Callable[[bytes, Any], Awaitable[AsyncIterator[Any]]]:
         if self._observer is not None:
-            return self._observer.stream(name, self.admit, prepare, open_stream, translate)
-        return self._admitted(name, prepare, open_stream)
+            return self._observer.stream(name, admit, prepare, open_stream, translate)
+        return self._admitted(name, admit, prepare, open_stream)
 
     def _admitted(
-        self, name: str, prepare: Prepare, behave: Behave[Served]
+        self, name: str, admit: Admit, prepare: Prepare, behave: Behave[Served]
     ) -> Callable[[bytes, Any], Awaitable[Served]]:
-        admit = self.admit
-
         async def admitted(request: bytes, context: Any) -> Served:
             prepared, call = await prepare(request, await admit(name, Arrival.of(context), context), context)
             return await behave(prepared, call)

@@ -1,8 +1,9 @@
 """Negotiates the `a2a-extensions` of every A2A call, and echoes the activated set.
 
 Every header entry is read and split on commas, so each real client form works. A call that lacks a
-declared required extension is refused with ExtensionSupportRequiredError. An accepted call that
-activated any extension gets `a2a-extensions: <activated, comma-joined>` in its trailers, and in its
+declared required extension is refused with ExtensionSupportRequiredError (but for the methods a caller
+learns the required extensions from, whose negotiator is made with `enforce_required=False`). An accepted
+call that activated any extension gets `a2a-extensions: <activated, comma-joined>` in its trailers, and in its
 response headers too on streams (before the first event) or when unary headers are asked for.
 A call that names more than `max_extensions` distinct extensions is INVALID_ARGUMENT, with a
 BadRequest naming the header, before the required ones are checked.
@@ -22,7 +23,8 @@ MAX_EXTENSIONS_PER_CALL = 32
 
 
 class ExtensionNegotiator:
-    """Reads the extensions a call requests from `headers` (every one of them: the 0.3 face reads two names)."""
+    """Reads the extensions a call requests from `headers` (every one of them: the 0.3 face reads two names);
+    `enforce_required=False` activates what the call requests without refusing it for a required one it lacks."""
 
     def __init__(
         self,
@@ -30,10 +32,12 @@ class ExtensionNegotiator:
         *,
         max_extensions: int = MAX_EXTENSIONS_PER_CALL,
         headers: tuple[str, ...] = (EXTENSIONS_HEADER,),
+        enforce_required: bool = True,
     ) -> None:
         self._registry = registry
         self._max_extensions = max_extensions
         self._headers = headers
+        self._enforce_required = enforce_required
 
     def _requested(self, metadata: Metadata) -> tuple[str, ...]:
         if len(self._headers) == 1:
@@ -49,7 +53,7 @@ class ExtensionNegotiator:
                 f"the call names {count} extensions; at most {self._max_extensions} are allowed",
                 violations=[(header, f"names {count} distinct extensions; at most {self._max_extensions}")],
             )
-        if negotiation.missing_required:
+        if negotiation.missing_required and self._enforce_required:
             missing = ",".join(negotiation.missing_required)
             raise ExtensionSupportRequiredError(
                 f"this agent requires extensions the call did not activate: {missing}; "

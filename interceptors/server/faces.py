@@ -30,7 +30,9 @@ Translate = Callable[[A2AError], A2AError]
 @dataclass(frozen=True)
 class Face:
     """`version_check(missing_means)` makes the face's version check; `errors(method)`, when set, how the errors
-    of a method read to its callers; `log_name(method)` the name the access log and the metrics give a method."""
+    of a method read to its callers; `log_name(method)` the name the access log and the metrics give a method;
+    `extensions_not_required` the methods a caller may call without the card's required extensions: the ones
+    it learns them from."""
 
     service: ServiceDescriptor
     version: str  # the A2A version the service speaks
@@ -39,6 +41,7 @@ class Face:
     tenant_of: Callable[[Any], str]
     log_name: Callable[[str], str]
     errors: Callable[[str], Translate] | None = None
+    extensions_not_required: frozenset[str] = frozenset()
 
 
 class V03Version:
@@ -79,4 +82,7 @@ V03_FACE = Face(
     tenant_of=_no_tenant,
     log_name=lambda method: f"{V03_SERVICE_NAME}/{method}",
     errors=translator,
+    # a gRPC-only 0.3 client learns the card, and so the required extensions, from this call alone (as a 1.0
+    # client does from the card over HTTP, which nothing negotiates)
+    extensions_not_required=frozenset({"GetAgentCard"}),
 )

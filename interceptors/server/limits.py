@@ -7,11 +7,12 @@ bucket, which refills at `requests_per_second` up to one second's worth (at leas
 bucket refuses the call with RATE_LIMITED and the wait until the next token as its RetryInfo. A stream
 holds a slot of its caller's and one of the server's from the moment it is opened until it ends, however
 it ends (done, failed, cancelled by the client); a stream past either limit is refused with
-TOO_MANY_STREAMS. A peer address whose calls failed authentication `auth_failures_per_second` times a second
-(bursts up to one second's worth) has its next calls refused with RATE_LIMITED before their credentials are
-looked at, until its bucket refills: guessing credentials is throttled per address, and callers at other
-addresses never notice. All these refusals are RESOURCE_EXHAUSTED with a RetryInfo, and the server keeps
-serving everyone else.
+TOO_MANY_STREAMS. Every call that fails authentication takes a token from its peer address's bucket of
+failures (the address without the port), which refills at `auth_failures_per_second` up to one second's worth:
+a failure that finds the bucket empty is answered RATE_LIMITED in place of UNAUTHENTICATED. A valid credential
+is never refused by it, whatever its address's count (callers behind one NAT, proxy or sidecar share an
+address). All these refusals are RESOURCE_EXHAUSTED with a RetryInfo, and the server keeps serving everyone
+else.
 
 Everything runs on the server's one event loop, so a check is a dict lookup and some arithmetic, no lock.
 In worker mode (`--workers N`) each process keeps its own counts.
@@ -61,18 +62,6 @@ class TokenBuckets:
         self.burst = max(1.0, rate)
         self.clock = clock
         self._buckets: dict[str, list[float]] = {}  # key -> [tokens, when they were counted]
-
-    def __bool__(self) -> bool:
-        """Whether any key has a bucket (spent a token lately)."""
-        return bool(self._buckets)
-
-    def wait(self, key: str) -> float:
-        """Seconds until `key` has a token (0 when it has one now); spends nothing."""
-        bucket = self._buckets.get(key)
-        if bucket is None:
-            return 0.0
-        tokens = min(self.burst, bucket[0] + (self.clock() - bucket[1]) * self.rate)
-        return 0.0 if tokens > 0.999_999 else (1.0 - tokens) / self.rate
 
     def take(self, key: str) -> float:
         """Spend one of `key`'s tokens and return 0, or spend nothing and return the seconds until there is one."""
@@ -140,12 +129,10 @@ class Limits:
                 retry_delay=wait,
             )
 
-    def check_auth_budget(self, peer: str) -> None:
-        """Before a credential is checked: a peer that failed authentication as often as its budget allows
-        is refused with RateLimitedError (and the wait), without its credential being looked at."""
-        if not self._auth_failures:  # no address failed lately: the common case costs no lookup
-            return
-        wait = self._auth_failures.wait(address_of(peer))
+    def auth_failed(self, peer: str) -> None:
+        """Count a failed authentication against the peer's address; past its budget, raise RateLimitedError (with
+        the wait) for the caller to be answered in place of the failure."""
+        wait = self._auth_failures.take(address_of(peer))
         if wait:
             rate = self._auth_failures.rate
             raise RateLimitedError(
@@ -153,10 +140,6 @@ class Limits:
                 metadata={"limit": f"{rate:g}", "scope": "authentication-failures"},
                 retry_delay=wait,
             )
-
-    def auth_failed(self, peer: str) -> None:
-        """Count a failed authentication against the peer's budget."""
-        self._auth_failures.take(address_of(peer))
 
     def open_stream(self, caller: str) -> Release:
         """Take a stream slot for `caller`, or raise TooManyStreamsError; the result gives it back (once)."""
