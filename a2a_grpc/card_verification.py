@@ -9,8 +9,10 @@ a PEM public key or certificate, which stands for any kid), the key sets at the 
 the key set at the signature's `jku` when the caller lists that URL or, by default only when the caller gives no
 keys at all, when it is the card's own origin (`same_origin_jku`); a `jku` anywhere else is not followed. Keys the
 caller gives pin the signer: a card that the keys of its own origin verify proves no more than that origin does. Refused whatever the key: `alg` none, HMAC algorithms (a shared secret shows
-nothing of who issued a card), an algorithm its key's type cannot use, and any `crit` header (this verifier
-knows no JWS extension). The signed bytes may be either canonical form of a2a_grpc.card_canonical.
+nothing of who issued a card), an algorithm its key's type cannot use, an RSA key under 2048 bits, and any `crit`
+header (this verifier knows no JWS extension). The signed bytes may be either canonical form of
+a2a_grpc.card_canonical. A card of more than MAX_CARD_SIGNATURES signatures is refused unread, and one
+verification, all its key fetches together, has one time budget (CardTimeoutError past it).
 """
 
 from __future__ import annotations

@@ -3,13 +3,14 @@
 Only asymmetric keys are kept (RSA, EC, OKP): a shared-secret (`oct`) key in a key set is ignored, so no
 token can be verified with an HMAC algorithm, and each key admits only the algorithms of its type (the one
 its `alg` names, when it names one), which is what refuses `alg: none` and the key-confusion trick of an
-HS256 token "signed" with the public key.
+HS256 token "signed" with the public key. An RSA key under 2048 bits (the signers' floor) verifies nothing.
 
 A fetched key set is fetched at start-up, again every `refresh_seconds` in the background (so a key its
 issuer withdrew stops verifying), and again when a token names a kid it lacks: at most once per
 `min_refetch_seconds`, behind one lock, so a flood of made-up kids costs one fetch per interval and the
 per-call path stays a dictionary lookup. HTTPS only, with the system's trust store, which the environment's
-SSL_CERT_FILE (and SSL_CERT_DIR) extends; no redirects; a timeout; at most MAX_JWKS_BYTES.
+SSL_CERT_FILE (and SSL_CERT_DIR) extends; no redirects; a timeout; at most MAX_JWKS_BYTES. A document that is not
+a key set (not JSON, nested past the parser's stack, no `keys` list) is a failed fetch: the keys before are kept.
 
 A key set may instead be discovered (DiscoveredJwks): the discovery document at a URL the card names (an OpenID
 Connect discovery document, or RFC 8414 OAuth 2.0 authorization server metadata: the same two fields) is fetched
