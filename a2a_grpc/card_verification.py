@@ -9,12 +9,15 @@ a PEM public key or certificate, which stands for any kid), the key sets at the 
 the key set at the signature's `jku` when the caller lists that URL or, by default only when the caller gives no
 keys at all, when it is the card's own origin (`same_origin_jku`); a `jku` anywhere else is not followed. Keys the
 caller gives pin the signer: a card that the keys of its own origin verify proves no more than that origin does. Refused whatever the key: `alg` none, HMAC algorithms (a shared secret shows
-nothing of who issued a card), an algorithm its key's type cannot use, and any `crit` header (this verifier
-knows no JWS extension). The signed bytes may be either canonical form of a2a_grpc.card_canonical.
+nothing of who issued a card), an algorithm its key's type cannot use, an RSA key under 2048 bits, and any `crit`
+header (this verifier knows no JWS extension). The signed bytes may be either canonical form of
+a2a_grpc.card_canonical. A card of more than MAX_CARD_SIGNATURES signatures is refused unread, and one
+verification, all its key fetches together, has one time budget (CardTimeoutError past it).
 """
 
 from __future__ import annotations
 
+import asyncio
 import binascii
 import json
 import ssl
@@ -30,6 +33,7 @@ from jwt import api_jws
 from jwt.utils import base64url_decode
 from yarl import URL
 
+from a2a_grpc.auth import jwks
 from a2a_grpc.auth.jwks import (
     EC_ALGORITHMS,
     EC_CURVES,
@@ -42,17 +46,22 @@ from a2a_grpc.auth.jwks import (
     fetch_jwks,
     keys_by_kid,
     printable_url,
-    read_keys,
     trust_store,
+    weakness,
 )
 from a2a_grpc.card_canonical import CANONICAL_FORMS, RFC_8785, CanonicalizationError
-from a2a_grpc.card_resolution import AgentCardError
+from a2a_grpc.card_errors import AgentCardError, CardTimeoutError
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.signing_keys import b64url
 from a2a_grpc.tls import ClientTLS
 
 SIGNATURE_ALGORITHMS = RSA_ALGORITHMS | frozenset(EC_ALGORITHMS.values()) | OKP_ALGORITHMS
 Keys = Mapping[str, VerificationKey]  # by kid; "" for a PEM key, which stands for any kid
+# A card is signed once, or a few times while its keys rotate: more signatures are refused unread, so a card cannot
+# make its reader fetch keys for each of hundreds of them (at most one fetch per signature's jku, besides the
+# listed URLs), nor grow the refusal past a few kilobytes.
+MAX_CARD_SIGNATURES = 8
+MAX_REASON_CHARS = 300  # of one signature's refusal: a kid or a jku comes from the card
 
 
 class CardPolicy(StrEnum):
@@ -88,7 +97,9 @@ class CardVerdict:
 
     def describe(self) -> str:
         form = "" if self.canonical_form == RFC_8785 else f", over the {self.canonical_form} form"
-        return f"signature verified: {self.algorithm}, key {self.kid or '(no kid)'} from {self.key_source}{form}"
+        return (
+            f"signature verified: {self.algorithm}, key {_bounded(self.kid or '(no kid)')} from {self.key_source}{form}"
+        )
 
 
 class _Refused(Exception):
@@ -98,7 +109,8 @@ class _Refused(Exception):
 
 
 class CardVerifier:
-    """Checks cards by `policy` against the keys in `key_files` and at `jwks_urls` (see the module)."""
+    """Checks cards by `policy` against the keys in `key_files` and at `jwks_urls` (see the module); one
+    verification, its key fetches included, takes at most `timeout_seconds`."""
 
     def __init__(
         self,
@@ -125,12 +137,25 @@ class CardVerifier:
         return cls(CardPolicy.REQUIRE, key_files=files, jwks_urls=urls, tls=tls)
 
     async def verify(self, card: a2a_pb2.AgentCard, card_url: str) -> CardVerdict | None:
-        """The signature that verifies (None: the policy did not ask for one); CardSignatureError otherwise."""
+        """The signature that verifies (None: the policy did not ask for one); CardSignatureError otherwise, and
+        CardTimeoutError when its keys were not fetched within the verifier's time (a caller's deadline, such as
+        `fetch_agent_card`'s, bounds it too)."""
         if self.policy is CardPolicy.OFF or (self.policy is CardPolicy.IF_SIGNED and not card.signatures):
             return None
-        where = f"the agent card at {printable_url(card_url)}" if card_url else "the agent card"
+        where = f"the agent card at {_bounded(printable_url(card_url))}" if card_url else "the agent card"
         if not card.signatures:
             raise UnsignedCardError(f"{where} is not signed")
+        if len(card.signatures) > MAX_CARD_SIGNATURES:
+            raise InvalidCardSignatureError(
+                f"{where} carries {len(card.signatures)} signatures: at most {MAX_CARD_SIGNATURES} are checked"
+            )
+        try:
+            async with asyncio.timeout(self._timeout):
+                return await self._verify(card, card_url, where)
+        except TimeoutError:
+            raise CardTimeoutError(f"{where} was not verified in time: its keys were still being fetched") from None
+
+    async def _verify(self, card: a2a_pb2.AgentCard, card_url: str, where: str) -> CardVerdict:
         try:
             payloads = {name: form(card) for name, form in CANONICAL_FORMS.items()}
         except CanonicalizationError as error:
@@ -142,7 +167,8 @@ class CardVerifier:
                 return await self._check(signature, payloads, card_url, fetched)
             except _Refused as refused:
                 refusals.append(refused)
-        reasons = [str(r) if len(refusals) == 1 else f"signature {i}: {r}" for i, r in enumerate(refusals, 1)]
+        shown = [_bounded(str(r)) for r in refusals]
+        reasons = [shown[0]] if len(shown) == 1 else [f"signature {i}: {r}" for i, r in enumerate(shown, 1)]
         kind = UntrustedCardKeyError if all(r.untrusted for r in refusals) else InvalidCardSignatureError
         raise kind(f"no signature of {where} verifies: {'; '.join(reasons)}")
 
@@ -156,6 +182,9 @@ class CardVerifier:
         header = protected_header(signature.protected)
         algorithm, kid = header.get("alg"), header.get("kid")
         key, source = await self._key(kid, header.get("jku"), card_url, fetched)
+        weak = weakness(key.key)
+        if weak is not None:
+            raise _Refused(f"key {kid} is {weak}")
         if algorithm not in key.algorithms:
             raise _Refused(f"alg {algorithm} cannot be used with key {kid}, a {_key_type(key)} key")
         for form, payload in payloads.items():
@@ -198,10 +227,10 @@ class CardVerifier:
         return "neither listed nor the card's origin" if self._same_origin_jku else "not a listed JWKS URL"
 
     async def _fetch(self, url: str, fetched: dict[str, Keys | str]) -> Keys | str:
-        """The keys at `url`, or why there are none; fetched once per verification."""
+        """The keys at `url`, or why there are none; fetched once per verification, whose deadline bounds it."""
         if url not in fetched:
             try:
-                document = await fetch_jwks(url, self._ssl_context(url), self._timeout)
+                document = await fetch_jwks(url, self._ssl_context(url), None)
                 fetched[url] = {kid: key for kid, (key, _) in keys_by_kid(document).items() if kid}
             except JwksError as error:
                 fetched[url] = f"cannot fetch the JWKS: {error}"
@@ -217,7 +246,7 @@ def protected_header(protected: str) -> dict[str, Any]:
     """A signature's protected header, refused when the algorithm, the kid, the jku or a `crit` cannot be used."""
     try:
         header = json.loads(base64url_decode(protected.encode("ascii")))
-    except (binascii.Error, UnicodeError, ValueError):
+    except (binascii.Error, UnicodeError, ValueError, RecursionError):  # RecursionError: JSON nested too deep
         raise _Refused("its protected header is not base64url JSON") from None
     if not isinstance(header, dict):
         raise _Refused("its protected header is not a JSON object")
@@ -237,19 +266,17 @@ def protected_header(protected: str) -> dict[str, Any]:
 
 
 def read_key_file(path: str | Path) -> Keys:
-    """The keys in a JWKS file, or the one key of a PEM public key or certificate (standing for any kid)."""
-    try:
-        data = Path(path).read_bytes()
-    except OSError as error:
-        raise ValueError(f"cannot read the key file {path}: {error.strerror}") from None
-    try:
-        found, any_kid = read_keys(data)
-    except KeyFileError as error:
-        raise ValueError(f"the key file {path} {error}") from None
+    """The keys in a JWKS file, or the one key of a PEM public key or certificate (standing for any kid);
+    KeyFileError, a ValueError naming the file, when it cannot be used."""
+    found, any_kid = jwks.read_key_file(path, "the key file")
     keys = {kid: key for kid, (key, _) in found.items() if kid or any_kid}
     if not keys:
-        raise ValueError(f"the key file {path} holds no RSA, EC or OKP signature key with a kid")
+        raise KeyFileError(f"the key file {path} holds no RSA, EC or OKP signature key with a kid")
     return keys
+
+
+def _bounded(text: str) -> str:
+    return text if len(text) <= MAX_REASON_CHARS else text[: MAX_REASON_CHARS - 3] + "..."
 
 
 def _only(keys: Keys) -> VerificationKey | None:

@@ -18,8 +18,9 @@ from typing import Any
 from google.protobuf.message import Message as ProtoMessage
 
 from a2a_grpc import setting_types
+from a2a_grpc.card_resolution import CARD_FETCH_TIMEOUT_SECONDS, fetch_verified_card
 from a2a_grpc.card_verification import CardVerifier
-from a2a_grpc.client import A2AClient, AgentCardError, card_url, fetch_agent_card, is_card_url, text_message
+from a2a_grpc.client import A2AClient, AgentCardError, is_card_url, text_message
 from a2a_grpc.encoding import json_document
 from a2a_grpc.errors import A2AError
 from a2a_grpc.generated import a2a_pb2
@@ -96,7 +97,7 @@ def _add_call_options(parser: argparse.ArgumentParser) -> None:
         metavar="'KEY: VALUE'",
         help="gRPC metadata to send, e.g. 'authorization: Bearer TOKEN' (repeat)",
     )
-    parser.add_argument("--timeout", type=float, default=None, help="deadline in seconds")
+    parser.add_argument("--timeout", type=setting_types.seconds, default=None, help="deadline in seconds")
     parser.add_argument("--a2a-version", default="1.0", help="the a2a-version to send (default 1.0)")
     parser.add_argument(
         "--tls-ca",
@@ -234,10 +235,9 @@ async def _card(args: argparse.Namespace) -> int:
         verifier = CardVerifier.trusting(args.jwks, tls) if args.verify else None
     except ValueError as error:
         raise _UsageError(str(error)) from None
-    card = await fetch_agent_card(url, tls=tls)
-    if verifier is not None:
-        verdict = await verifier.verify(card, card_url(url))
-        assert verdict is not None  # a `require` verifier returns one or raises
+    timeout = CARD_FETCH_TIMEOUT_SECONDS if args.timeout is None else args.timeout
+    card, verdict = await fetch_verified_card(url, verifier, timeout, tls=tls)
+    if verdict is not None:
         print(verdict.describe(), file=sys.stderr)
     print(proto_json(card, indent=2))
     return EXIT_OK

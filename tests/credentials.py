@@ -4,6 +4,7 @@ with a certificate of that CA."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import hmac
@@ -148,12 +149,15 @@ class JwksServer:
     url: str
     document: dict[str, Any] = field(default_factory=lambda: {"keys": []})
     fetches: list[float] = field(default_factory=list)
+    fetched: asyncio.Event = field(default_factory=asyncio.Event)  # set at each fetch
     discovery_url: str = ""
     metadata_url: str = ""  # the same document as RFC 8414 OAuth 2.0 authorization server metadata
     discovery: dict[str, Any] = field(default_factory=dict)  # issuer ISSUER, jwks_uri `url`
     discovery_fetches: int = 0
+    raw: bytes | None = None  # served instead of `document` when set: what json cannot make (a 30,000-deep array)
 
     def publish(self, *keys: SigningKey) -> None:
+        self.raw = None
         self.document["keys"] = [key.jwk() for key in keys]
 
 
@@ -170,6 +174,9 @@ async def serve_jwks(ca: CA, *keys: SigningKey) -> AsyncIterator[JwksServer]:
 
     async def jwks(request: web.Request) -> web.Response:
         server.fetches.append(time.monotonic())
+        server.fetched.set()
+        if server.raw is not None:
+            return web.Response(body=server.raw, content_type="application/json")
         return web.json_response(server.document)
 
     async def discovery(request: web.Request) -> web.Response:

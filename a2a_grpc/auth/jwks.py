@@ -3,13 +3,14 @@
 Only asymmetric keys are kept (RSA, EC, OKP): a shared-secret (`oct`) key in a key set is ignored, so no
 token can be verified with an HMAC algorithm, and each key admits only the algorithms of its type (the one
 its `alg` names, when it names one), which is what refuses `alg: none` and the key-confusion trick of an
-HS256 token "signed" with the public key.
+HS256 token "signed" with the public key. An RSA key under 2048 bits (the signers' floor) verifies nothing.
 
 A fetched key set is fetched at start-up, again every `refresh_seconds` in the background (so a key its
 issuer withdrew stops verifying), and again when a token names a kid it lacks: at most once per
 `min_refetch_seconds`, behind one lock, so a flood of made-up kids costs one fetch per interval and the
 per-call path stays a dictionary lookup. HTTPS only, with the system's trust store, which the environment's
-SSL_CERT_FILE (and SSL_CERT_DIR) extends; no redirects; a timeout; at most MAX_JWKS_BYTES.
+SSL_CERT_FILE (and SSL_CERT_DIR) extends; no redirects; a timeout; at most MAX_JWKS_BYTES. A document that is not
+a key set (not JSON, nested past the parser's stack, no `keys` list) is a failed fetch: the keys before are kept.
 
 A key set may instead be discovered (DiscoveredJwks): the discovery document at a URL the card names (an OpenID
 Connect discovery document, or RFC 8414 OAuth 2.0 authorization server metadata: the same two fields) is fetched
@@ -38,6 +39,7 @@ from cryptography.hazmat.primitives.serialization import load_pem_public_key
 from yarl import URL
 
 from a2a_grpc.auth.principal import CredentialRejected, KeysUnknown
+from a2a_grpc.signing_keys import MIN_RSA_BITS
 
 log = logging.getLogger(__name__)
 
@@ -77,9 +79,10 @@ class KeySet(Protocol):
 
 
 def algorithms_of(public_key: Any) -> frozenset[str]:
-    """The JWS algorithms a public key of this type may verify (empty: a key type JWTs are not verified with)."""
+    """The JWS algorithms a public key of this type may verify (empty: a key type signatures are not verified
+    with, or a key too weak to trust: `weakness`)."""
     if isinstance(public_key, rsa.RSAPublicKey):
-        return RSA_ALGORITHMS
+        return RSA_ALGORITHMS if public_key.key_size >= MIN_RSA_BITS else frozenset()
     if isinstance(public_key, ec.EllipticCurvePublicKey):
         curve = EC_CURVES.get(public_key.curve.name)
         return frozenset({EC_ALGORITHMS[curve]}) if curve else frozenset()
@@ -88,9 +91,20 @@ def algorithms_of(public_key: Any) -> frozenset[str]:
     return frozenset()
 
 
+def weakness(public_key: Any) -> str | None:
+    """Why a key of a usable type is too weak to verify anything (None: it is not)."""
+    if isinstance(public_key, rsa.RSAPublicKey) and public_key.key_size < MIN_RSA_BITS:
+        return f"an RSA key of {public_key.key_size} bits, under the {MIN_RSA_BITS} required"
+    return None
+
+
 def verification_key(jwk: Mapping[str, Any]) -> VerificationKey | None:
-    """The key a JWK describes, None when it is not an asymmetric signature key this server uses."""
+    """The key a JWK describes, None when it is not an asymmetric signature key this server uses. A key too weak
+    to trust (`weakness`) is kept with no algorithm, so that what it signed is refused saying why."""
     if jwk.get("kty") not in ("RSA", "EC", "OKP") or jwk.get("use", "sig") != "sig":
+        return None
+    named = jwk.get("alg")
+    if named is not None and not isinstance(named, str):
         return None
     try:
         public_key = jwt.PyJWK(dict(jwk)).key
@@ -99,22 +113,38 @@ def verification_key(jwk: Mapping[str, Any]) -> VerificationKey | None:
     if isinstance(public_key, PRIVATE_KEYS):
         public_key = public_key.public_key()  # a JWK with private parts: only its public half is used
     allowed = algorithms_of(public_key)
-    named = jwk.get("alg")
     if named is not None:
         allowed = allowed & {named}
-    return VerificationKey(public_key, allowed) if allowed else None
+    return VerificationKey(public_key, allowed) if allowed or weakness(public_key) else None
 
 
 def keys_by_kid(document: Any) -> dict[str, tuple[VerificationKey, str]]:
-    """A JWKS document's usable keys by kid ("" for a key without one), each with its JWK as canonical JSON."""
+    """A JWKS document's usable keys by kid ("" for a key without one), each with its JWK as canonical JSON;
+    JwksError when the document is not a key set (an object whose `keys` is a list)."""
+    if not isinstance(document, dict) or not isinstance(document.get("keys"), list):
+        raise JwksError("not a key set (an object whose keys member is a list)")
     keys: dict[str, tuple[VerificationKey, str]] = {}
-    for jwk in document.get("keys", []) if isinstance(document, dict) else []:
+    for jwk in document["keys"]:
         if not isinstance(jwk, dict) or not isinstance(jwk.get("kid", ""), str):
             continue
         key = verification_key(jwk)
         if key is not None:
             keys[jwk.get("kid", "")] = (key, json.dumps(jwk, sort_keys=True))
     return keys
+
+
+def usable(keys: Mapping[str, tuple[VerificationKey, str]]) -> bool:
+    """Whether any of `keys` verifies anything (a key too weak to trust does not)."""
+    return any(key.algorithms for key, _ in keys.values())
+
+
+def parse_json(data: bytes | bytearray) -> Any:
+    """The JSON document `data` holds; JwksError when it is not UTF-8 JSON, or nests past the interpreter's
+    stack (which json reports as RecursionError)."""
+    try:
+        return json.loads(data)
+    except (ValueError, RecursionError):  # ValueError: JSONDecodeError and UnicodeDecodeError
+        raise JwksError("not JSON") from None
 
 
 def _pick(keys: Mapping[str, tuple[VerificationKey, str]], kid: str | None) -> VerificationKey | None:
@@ -124,8 +154,8 @@ def _pick(keys: Mapping[str, tuple[VerificationKey, str]], kid: str | None) -> V
     return found[0] if found is not None else None
 
 
-class KeyFileError(ValueError):
-    """What a key file's bytes are not; the caller names the file."""
+class KeyFileError(JwksError):
+    """A key file that cannot be used: what its bytes are not (`read_keys`), and which file (`read_key_file`)."""
 
 
 def read_keys(data: bytes) -> tuple[dict[str, tuple[VerificationKey, str]], bool]:
@@ -133,11 +163,12 @@ def read_keys(data: bytes) -> tuple[dict[str, tuple[VerificationKey, str]], bool
     with its JWK), or the one key of a PEM public key or certificate (under "", with no JWK)."""
     if data.lstrip().startswith(b"{"):
         try:
-            keys = keys_by_kid(json.loads(data))
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            raise KeyFileError("starts as a JWKS but is not JSON") from None
-        if not keys:
-            raise KeyFileError("holds no RSA, EC or OKP signature key")
+            keys = keys_by_kid(parse_json(data))
+        except JwksError as error:
+            raise KeyFileError(f"starts as a JWKS but is {error}") from None
+        if not usable(keys):
+            weak_keys = "; ".join(f"{kid or '(no kid)'}: {weakness(key.key)}" for kid, (key, _) in keys.items())
+            raise KeyFileError("holds no RSA, EC or OKP signature key" + (f" ({weak_keys})" if weak_keys else ""))
         return keys, False
     try:
         if b"-----BEGIN CERTIFICATE-----" in data:
@@ -146,10 +177,26 @@ def read_keys(data: bytes) -> tuple[dict[str, tuple[VerificationKey, str]], bool
             public_key = load_pem_public_key(data)
     except ValueError:
         raise KeyFileError("is neither a JWKS nor a PEM public key or certificate") from None
+    weak = weakness(public_key)
+    if weak is not None:
+        raise KeyFileError(f"holds {weak}")
     allowed = algorithms_of(public_key)
     if not allowed:
         raise KeyFileError("is not an RSA, EC or Ed25519/Ed448 public key")
     return {"": (VerificationKey(public_key, allowed), "")}, True
+
+
+def read_key_file(path: str | Path, name: str) -> tuple[dict[str, tuple[VerificationKey, str]], bool]:
+    """`read_keys` of the file at `path`: KeyFileError, naming the file as `name` calls it, when it cannot be read
+    or holds no usable key. Every key file of the server and the client is read here."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError as error:
+        raise KeyFileError(f"cannot read {name} {path}: {error.strerror}") from None
+    try:
+        return read_keys(data)
+    except KeyFileError as error:
+        raise KeyFileError(f"{name} {path} {error}") from None
 
 
 class StaticKeys:
@@ -163,14 +210,8 @@ class StaticKeys:
 
     @classmethod
     def from_file(cls, path: str) -> StaticKeys:
-        try:
-            data = Path(path).read_bytes()
-        except OSError as error:
-            raise JwksError(f"cannot read --jwt-key {path}: {error.strerror}") from None
-        try:
-            keys, any_kid = read_keys(data)
-        except KeyFileError as error:
-            raise JwksError(f"--jwt-key {path} {error}") from None
+        """The keys of the file at `path` (KeyFileError, a ValueError naming --jwt-key and the file)."""
+        keys, any_kid = read_key_file(path, "--jwt-key")
         return cls(keys, any_kid=any_kid)
 
     def key(self, kid: str | None) -> VerificationKey:
@@ -208,8 +249,9 @@ def printable_url(url: str) -> str:
     return str(parsed.with_user(None).with_query(None).with_fragment(None))
 
 
-async def fetch_jwks(url: str, context: ssl.SSLContext | None, timeout_seconds: float) -> Any:
-    """The JSON document at `url` (JwksError when it cannot be had)."""
+async def fetch_jwks(url: str, context: ssl.SSLContext | None, timeout_seconds: float | None) -> Any:
+    """The JSON document at `url` (JwksError when it cannot be had); `timeout_seconds` None: the caller's own
+    deadline (asyncio.timeout) bounds the fetch."""
     timeout = aiohttp.ClientTimeout(total=timeout_seconds)
     try:
         async with (
@@ -225,10 +267,7 @@ async def fetch_jwks(url: str, context: ssl.SSLContext | None, timeout_seconds: 
                     raise JwksError(f"larger than {MAX_JWKS_BYTES} bytes")
     except (aiohttp.ClientError, TimeoutError, ssl.SSLError, OSError) as error:
         raise JwksError(str(error) or type(error).__name__) from None
-    try:
-        return json.loads(content)
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        raise JwksError("not JSON") from None
+    return parse_json(content)
 
 
 class JwksCache:
@@ -281,14 +320,14 @@ class JwksCache:
         self._attempted_at = time.monotonic()
         try:
             document = await fetch_jwks(self.url, self._context, self._timeout)
-        except JwksError as error:
+            keys = keys_by_kid(document)
+        except JwksError as error:  # the keys fetched before are kept
             log.warning("could not fetch the JWKS from %s: %s", printable_url(self.url), error)
             return False
-        keys = keys_by_kid(document)
         if any(keys.get(kid, (None, ""))[1] != jwk for kid, (_, jwk) in self._keys.items()):
             self.generation += 1  # a key was withdrawn or replaced
         self._keys = keys
-        if not keys:
+        if not usable(keys):
             log.warning("the JWKS at %s holds no usable signature key", printable_url(self.url))
         return True
 
