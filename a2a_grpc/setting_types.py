@@ -11,6 +11,7 @@ import re
 
 SHOWN_CHARS = 80
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+LOG_FORMATS = ("text", "json")
 MAX_PORT = 65_535
 _HOSTNAME = re.compile(r"(?=.{1,253}$)[A-Za-z0-9_]([A-Za-z0-9_-]{0,62})(\.[A-Za-z0-9_]([A-Za-z0-9_-]{0,62}))*\.?")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -82,6 +83,14 @@ def rate(text: str) -> float:
     value = _number(text)
     if not 0 <= value < 1e9:
         raise _refuse("a number per second, 0 for no limit", text)
+    return value
+
+
+def log_format(text: str) -> str:
+    """`--log-format`'s value, checked (argparse reports the ValueError as an invalid value)."""
+    value = text.strip().lower()
+    if value not in LOG_FORMATS:
+        raise ValueError(text)
     return value
 
 

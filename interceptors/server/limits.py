@@ -24,14 +24,13 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from a2a_grpc.errors import RateLimitedError, TooManyStreamsError
+from a2a_grpc.settings.defaults import MAX_AUTH_FAILURES_PER_SECOND as MAX_AUTH_FAILURES_PER_SECOND
+from a2a_grpc.settings.defaults import MAX_REQUESTS_PER_SECOND
+from a2a_grpc.settings.defaults import MAX_STREAMS as MAX_STREAMS
+from a2a_grpc.settings.defaults import MAX_STREAMS_PER_CALLER as MAX_STREAMS_PER_CALLER
 
 # Retrying a refused stream this soon (seconds) gives other streams time to end.
 STREAM_RETRY_SECONDS = 1.0
-# Failed authentications a second per peer address, by default (`--max-auth-failures-per-second`).
-MAX_AUTH_FAILURES_PER_SECOND = 10.0
-# Open streams per caller, and in all, by default (`--max-streams-per-caller`, `--max-streams`).
-MAX_STREAMS_PER_CALLER = 100
-MAX_STREAMS = 10_000
 # Buckets kept before full ones (callers idle for a second or more) are dropped.
 MAX_IDLE_BUCKETS = 10_000
 
@@ -108,10 +107,10 @@ class Limits:
     def __init__(
         self,
         *,
-        requests_per_second: float = 0.0,
+        requests_per_second: float = MAX_REQUESTS_PER_SECOND,
         max_streams_per_caller: int = MAX_STREAMS_PER_CALLER,
         max_streams: int = MAX_STREAMS,
-        auth_failures_per_second: float = 0.0,
+        auth_failures_per_second: float = MAX_AUTH_FAILURES_PER_SECOND,
     ) -> None:
         self.max_streams_per_caller = max_streams_per_caller
         self.max_streams = max_streams
