@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import importlib
 import logging
@@ -298,9 +299,20 @@ class A2AServer:
         return PushService(self.settings.push, self.store, claimer, on_delivery=on_delivery)
 
     async def start(self) -> None:
+        """Serve: the store open, the task manager started, both ports bound, then health SERVING. A start that
+        fails undoes all it had started, leaving no thread or task behind (and `stop` nothing to do)."""
+        async with contextlib.AsyncExitStack() as undo:
+            await self._start(undo)
+            undo.pop_all()  # started: `stop` undoes it all, in its own order
+
+    async def _start(self, undo: contextlib.AsyncExitStack) -> None:
+        """`start`, each part it starts telling `undo` how to stop it."""
         # First: a key set or discovery document that cannot be had stops start-up before anything runs.
+        undo.push_async_callback(self._verifiers.close)
         await self._verifiers.start()
+        undo.push_async_callback(self.store.close)
         await self.store.open()
+        undo.push_async_callback(self.manager.close)
         orphans = await self.manager.start()
         if orphans:
             log.warning("failed %d task(s) left running by a previous server process", orphans)
@@ -324,6 +336,7 @@ class A2AServer:
                 ("grpc.so_reuseport", int(settings.worker_mode)),
             ],
         )
+        undo.push_async_callback(server.stop, 0)
         servicer = A2AServicer(
             self.manager,
             self.card,
@@ -359,11 +372,12 @@ class A2AServer:
         self._advertise_bound_port()
         if self.push is not None:
             self.push.start(next(i.url for i in self.card.supported_interfaces if i.protocol_binding == GRPC_BINDING))
+            undo.push_async_callback(self.push.stop)
         if settings.http_listen:
+            undo.push_async_callback(self._close_http)
             try:
                 await self._bind_http(settings.http_listen)
             except OSError as error:
-                await self._shutdown(server, 0)
                 raise OSError(f"cannot serve the agent card on {settings.http_listen}: {error.strerror}") from None
         self._sign_cards()  # both ports are bound: the cards name them, the signatures the JWKS's URL
         await self._set_health(NOT_SERVING)  # the servicer starts with "" SERVING: not before all is up
@@ -549,6 +563,18 @@ class A2AServer:
         )
         self.http_port = self._http_server.sockets[0].getsockname()[1]
 
+    async def _close_http(self) -> None:
+        """Close the HTTP port and what serves it, as far as they were made."""
+        if self._http_server is not None:
+            self._http_server.close()
+            self._http_server = None
+        if self._http is not None:
+            await self._http.cleanup()
+            self._http = None
+        if self._worker_metrics is not None:
+            await self._worker_metrics.close()
+            self._worker_metrics = None
+
     async def stop(self, grace: float | None = None) -> None:
         """Stop serving: health NOT_SERVING, drain calls for `grace` seconds, then close everything."""
         if self._server is None:
@@ -575,15 +601,7 @@ class A2AServer:
         if self._access_log is not None:  # the lines of the last calls, which it writes in batches
             self._access_log.flush()
         self._server = None
-        if self._http_server is not None:
-            self._http_server.close()
-            self._http_server = None
-        if self._http is not None:
-            await self._http.cleanup()
-            self._http = None
-        if self._worker_metrics is not None:
-            await self._worker_metrics.close()
-            self._worker_metrics = None
+        await self._close_http()
         try:
             failed += await self.manager.close()
         finally:
