@@ -277,6 +277,12 @@ class A2AServer:
             event_retention_seconds=settings.event_retention_seconds,
             credential_headers=_api_key_headers(self.card, self.extended_card),
         )
+        self.limits = Limits(  # ValueError for a rate no token bucket can hold
+            requests_per_second=settings.max_requests_per_second,
+            max_streams_per_caller=settings.max_streams_per_caller,
+            max_streams=settings.max_streams,
+            auth_failures_per_second=settings.max_auth_failures_per_second,
+        )
         if self.metrics is not None:
             self.metrics.count_tasks(self.manager.task_counts)
             self.store.on_commit = self.metrics.store_commit
@@ -318,12 +324,6 @@ class A2AServer:
             log.warning("failed %d task(s) left running by a previous server process", orphans)
         settings = self.settings
         self._access_log = AccessLog() if settings.access_log else None
-        self.limits = Limits(
-            requests_per_second=settings.max_requests_per_second,
-            max_streams_per_caller=settings.max_streams_per_caller,
-            max_streams=settings.max_streams,
-            auth_failures_per_second=settings.max_auth_failures_per_second,
-        )
         quiet_grpc_client_logs()
         server = grpc.aio.server(
             options=[

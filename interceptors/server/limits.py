@@ -24,6 +24,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from a2a_grpc.errors import RateLimitedError, TooManyStreamsError
+from a2a_grpc.setting_types import MAX_RATE, MIN_RATE
 from a2a_grpc.settings.defaults import MAX_AUTH_FAILURES_PER_SECOND as MAX_AUTH_FAILURES_PER_SECOND
 from a2a_grpc.settings.defaults import MAX_REQUESTS_PER_SECOND
 from a2a_grpc.settings.defaults import MAX_STREAMS as MAX_STREAMS
@@ -100,6 +101,12 @@ class TokenBuckets:
         return len(self._buckets)
 
 
+def check_rate(name: str, rate: float) -> None:
+    """ValueError unless `rate` is 0 (no limit) or one a token bucket can hold (a2a_grpc.setting_types.MIN_RATE)."""
+    if not (rate == 0 or MIN_RATE <= rate < MAX_RATE):
+        raise ValueError(f"{name} must be 0 (no limit), or from {MIN_RATE:g} and below {MAX_RATE:g}, not {rate!r}")
+
+
 class Limits:
     """`requests_per_second` 0 turns the rate limit off, `auth_failures_per_second` 0 the throttle on failed
     authentication."""
@@ -112,6 +119,8 @@ class Limits:
         max_streams: int = MAX_STREAMS,
         auth_failures_per_second: float = MAX_AUTH_FAILURES_PER_SECOND,
     ) -> None:
+        check_rate("requests_per_second", requests_per_second)
+        check_rate("auth_failures_per_second", auth_failures_per_second)
         self.max_streams_per_caller = max_streams_per_caller
         self.max_streams = max_streams
         self.clock: Callable[[], float] = time.monotonic  # the buckets' clock (a test may stand in its own)
