@@ -14,16 +14,16 @@ from collections.abc import Coroutine, Sequence
 from typing import Any, NoReturn
 
 import a2a_grpc.grpc_core_logs  # noqa: F401  (first: before anything imports grpc)
-from a2a_grpc.card import CardError
 from a2a_grpc.cli_client import add_client_parsers, run_client_command
 from a2a_grpc.config import ConfigError, add_config_parser, resolve, run_config_command
 from a2a_grpc.server import A2AServer
 from a2a_grpc.settings.flags import add_serve_arguments, server_settings
+from a2a_grpc.startup import SettingRefused, built_server, check_processes
 from a2a_grpc.store import StoreError, StoreInUseError
 from a2a_grpc.telemetry import configure_logs
-from a2a_grpc.telemetry.tracing_setup import use_sdk_unless_configured
+from a2a_grpc.telemetry.tracing_setup import TracingUnavailable, use_sdk_unless_configured
 from a2a_grpc.telemetry.worker_metrics import WORKER_METRICS_DIR_ENV
-from a2a_grpc.workers import Supervisor, held_ports, stop_when_orphaned, unshared_store, worker_index
+from a2a_grpc.workers import Supervisor, held_ports, stop_when_orphaned, worker_index
 
 log = logging.getLogger("a2a_grpc.cli")  # not __name__: the workers run it as __main__
 
@@ -51,19 +51,17 @@ def serve(args: argparse.Namespace, argv: Sequence[str]) -> int:
     """`a2a-grpc serve`, from its parsed `args` and the command line `argv` they were parsed from."""
     configure_logs(args.log_level, args.log_format)
     worker = worker_index() if args.workers > 1 else None
-    if args.workers > 1 and worker is None:
-        return supervise(args, argv)
-    if args.agent:
-        if not os.path.isdir(args.app_dir):
-            print(f"a2a-grpc: --app-dir {args.app_dir} is not a directory", file=sys.stderr)
-            return 2
-        sys.path.insert(0, os.path.abspath(args.app_dir))  # as `python -m` puts the working directory
-    settings = server_settings(args, worker_mode=worker is not None, worker_metrics=_worker_metrics(worker))
     try:
+        check_processes(args)
+        if args.workers > 1 and worker is None:
+            return supervise(args, argv)
+        if args.agent:
+            sys.path.insert(0, os.path.abspath(args.app_dir))  # as `python -m` puts the working directory
+        settings = server_settings(args, worker_mode=worker is not None, worker_metrics=_worker_metrics(worker))
         if settings.tracing:
             use_sdk_unless_configured()
-        server = A2AServer(settings)
-    except (CardError, ValueError, ImportError, AttributeError, OSError) as error:
+        server = built_server(settings)
+    except (SettingRefused, TracingUnavailable) as error:
         print(f"a2a-grpc: {error}", file=sys.stderr)
         return 2
     return run_async(_serve(server, f"{worker}/{args.workers}" if worker is not None else None))
@@ -77,13 +75,6 @@ def _worker_metrics(worker: int | None) -> tuple[int, str] | None:
 
 def supervise(args: argparse.Namespace, argv: Sequence[str]) -> int:
     """The parent of `--workers N`: runs `argv` again N times, on the same concrete ports."""
-    store = unshared_store(args.store)
-    if store is not None:
-        print(
-            f"a2a-grpc: --workers {args.workers} needs a store all processes share (postgresql://...), not {store}",
-            file=sys.stderr,
-        )
-        return 2
     try:
         with held_ports(args.listen, args.http_listen) as port_flags:
             command = [sys.executable, "-m", "a2a_grpc.cli", *argv, *port_flags]

@@ -9,7 +9,8 @@ Precedence, lowest first: the setting's built-in default, the file, its environm
 repeatable flag given on the command line replaces the list of the lower layers rather than adding to it.
 The file is located by `--config FILE`, else by A2A_GRPC_CONFIG; its relative paths are relative to the
 working directory, as a flag's are.
-`config check` also loads the card files the file names and imports its agent, as `serve` would.
+`config check` also loads the card files the file names and imports its agent, and then makes every check `serve`
+makes before it starts (a2a_grpc.startup), on the file's settings under the environment.
 """
 
 from __future__ import annotations
@@ -28,9 +29,10 @@ from typing import Any
 from a2a_grpc.card import CardError, load_card
 from a2a_grpc.server import load_agent
 from a2a_grpc.settings import FILE_SETTINGS, Kind, Setting
-from a2a_grpc.settings.flags import add_serve_arguments
+from a2a_grpc.settings.flags import add_serve_arguments, server_settings
 from a2a_grpc.settings.setting import Converter
 from a2a_grpc.settings.shown import number_text, redact, toml_value
+from a2a_grpc.startup import SettingRefused, built_server, check_processes, importing_from
 
 CONFIG_ENV = "A2A_GRPC_CONFIG"
 CONFIG_KEY = "config"  # the dest of --config: not a key of the file itself
@@ -362,6 +364,14 @@ def _agent_problems(config: ConfigFile, app_dir: str) -> list[str]:
     return []
 
 
+def check_as_serve(args: argparse.Namespace) -> None:
+    """The checks serve makes before it starts (a2a_grpc.startup), on `args` resolved from the file as serve
+    resolves its own: SettingRefused, with the line serve prints, for a setting serve would refuse."""
+    check_processes(args)
+    with importing_from(args.app_dir):
+        built_server(server_settings(args))
+
+
 def run_config_command(
     args: argparse.Namespace,
     parser: argparse.ArgumentParser,
@@ -378,12 +388,16 @@ def run_config_command(
             problems = check_references(load(args.file), serve_parser)
             if problems:
                 raise ConfigError(problems)
+            check_as_serve(resolve(parser, serve_parser, ["serve", "--config", args.file]).args)
             print("ok")
             return EXIT_OK
         resolved = resolve(parser, show_parser, argv)
     except ConfigError as error:
         for problem in error.problems:
             print(f"a2a-grpc: {problem}", file=sys.stderr)
+        return EXIT_USAGE
+    except SettingRefused as error:  # the line serve prints
+        print(f"a2a-grpc: {error}", file=sys.stderr)
         return EXIT_USAGE
     sys.stdout.write(show(resolved))
     return EXIT_OK

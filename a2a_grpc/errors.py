@@ -35,6 +35,8 @@ STATUS_DETAILS_KEY = "grpc-status-details-bin"
 # with the longest message, metadata and violations under 7 KiB even when every character takes 4 bytes.
 MAX_MESSAGE_BYTES = 512
 MAX_TEXT_BYTES = 128  # an ErrorInfo metadata key or value, a violation's field or description
+# The longest RetryInfo delay sent: what every client's duration type holds (Go's, 64-bit nanoseconds: ~292 years).
+MAX_RETRY_NANOSECONDS = 2**63 - 1
 MAX_VIOLATIONS = 20
 MAX_VIOLATION_BYTES = 2048  # the fields and descriptions of the violations listed, together
 _ELLIPSIS = "\u2026"
@@ -330,9 +332,17 @@ def status_trailers(error: A2AError, extra: Metadata = ()) -> tuple[tuple[str, s
         status.details.append(_pack(_bad_request(error.violations)))
     if error.retry_delay is not None:
         delay = duration_pb2.Duration()
-        delay.FromNanoseconds(max(0, round(error.retry_delay * 1e9)))
+        delay.FromNanoseconds(retry_nanoseconds(error.retry_delay))
         status.details.append(_pack(error_details_pb2.RetryInfo(retry_delay=delay)))
     return ((STATUS_DETAILS_KEY, status.SerializeToString()), *extra)
+
+
+def retry_nanoseconds(seconds: float) -> int:
+    """A retry delay as a RetryInfo's Duration holds it: from 0 up to MAX_RETRY_NANOSECONDS, whatever `seconds`
+    is (NaN and infinities included)."""
+    if not seconds > 0:
+        return 0
+    return MAX_RETRY_NANOSECONDS if seconds >= MAX_RETRY_NANOSECONDS / 1e9 else round(seconds * 1e9)
 
 
 def status_message(error: A2AError) -> str:

@@ -16,14 +16,11 @@ from google.protobuf import json_format, struct_pb2
 from a2a_grpc.errors import Metadata
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.protocol import EXTENSIONS_HEADER
+from a2a_grpc.settings.defaults import MAX_EXTENSION_PAYLOAD_BYTES as MAX_EXTENSION_PAYLOAD_BYTES
 
 # A URI longer than this is ignored, never an error. How many a call may send is bounded by the
 # transport's header size limit (ServerSettings.max_metadata_bytes).
 MAX_EXTENSION_URI_LENGTH = 2048
-# The default bound on one extension payload (serialized). Schema validation costs about 0.5 µs a byte
-# for the traceability schema, so this bounds one payload to ~35 ms of CPU; what extensions carry in a
-# request (a timestamp, a priority, a trace of a few dozen steps) is far smaller.
-MAX_EXTENSION_PAYLOAD_BYTES = 64 * 1024
 # Negotiations are memoised per distinct header value, for values up to this size.
 _NEGOTIATION_CACHE_SIZE = 512
 _CACHEABLE_HEADER_CHARS = 1024

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import importlib
 import logging
@@ -28,14 +29,12 @@ from a2a_grpc.auth.card_security import API_KEY, kind_of
 from a2a_grpc.card import GRPC_BINDING, CardError, complete_card, load_card, register_card_extensions
 from a2a_grpc.card_http import CACHE_CONTROL, CardDocument
 from a2a_grpc.card_signing import CardSigner, check_signed_as_served
-from a2a_grpc.extensions import MAX_EXTENSION_PAYLOAD_BYTES, ExtensionRegistry
+from a2a_grpc.extensions import ExtensionRegistry
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.http_guard import ConnectionGuard
 from a2a_grpc.ids import new_id
 from a2a_grpc.interceptors.server import Limits, ServerChain
-from a2a_grpc.interceptors.server.extensions import MAX_EXTENSIONS_PER_CALL
 from a2a_grpc.interceptors.server.faces import V03_FACE, V10_FACE, Face
-from a2a_grpc.interceptors.server.limits import MAX_AUTH_FAILURES_PER_SECOND, MAX_STREAMS, MAX_STREAMS_PER_CALLER
 from a2a_grpc.interceptors.server.services import GuardedServices
 from a2a_grpc.interceptors.server.tenants import TenantCheck
 from a2a_grpc.interceptors.server.unknown import UnknownMethods
@@ -43,32 +42,22 @@ from a2a_grpc.network_logs import HttpServerLog, quiet_grpc_client_logs
 from a2a_grpc.protocol import AGENT_CARD_PATH, SERVICE_NAME
 from a2a_grpc.push.service import JWKS_PATH, PushService, PushSettings
 from a2a_grpc.reflection import add_reflection
-from a2a_grpc.servicer import MAX_LIST_PAGE_BYTES, A2AServicer
+from a2a_grpc.servicer import A2AServicer
+from a2a_grpc.settings import defaults
 from a2a_grpc.signing_keys import jwks_document
-from a2a_grpc.store import POOL_SIZE, TaskStore, open_store
-from a2a_grpc.tasks import (
-    EVENT_RETENTION_SECONDS,
-    LEASE_SECONDS,
-    MAX_ARTIFACT_BYTES_PER_TASK,
-    MAX_HISTORY_PER_TASK,
-    MAX_PUSH_CONFIGS_PER_TASK,
-    POLL_SECONDS,
-    SUBSCRIBER_BUFFER_BYTES,
-    TaskLimits,
-    TaskManager,
-)
+from a2a_grpc.store import TaskStore, open_store
+from a2a_grpc.tasks import TaskLimits, TaskManager
 from a2a_grpc.telemetry import METRICS_PATH, AccessLog, Metrics, load_tracing
 from a2a_grpc.telemetry.worker_metrics import WorkerMetrics
 from a2a_grpc.tls import ServerFiles, ServerTLS
 from a2a_grpc.v0_3.card import add_v03_interfaces, is_v03
 from a2a_grpc.v0_3.servicer import V03Servicer
-from a2a_grpc.validation import MAX_PARTS
 
 log = logging.getLogger(__name__)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]  # of an HTTP route
 
-DEFAULT_STORE_URL = "sqlite:///.a2a-grpc/tasks.db"
+DEFAULT_STORE_URL = defaults.STORE_URL
 SHUTDOWN_SETTLE_SHARE = 0.8  # of the grace period, spent waiting for calls before running tasks are failed
 # grpc.health.v1 service names: "" and SERVICE_NAME say whether this server can take calls now (readiness:
 # NOT_SERVING while the store is unreachable or full, and while draining); LIVENESS_SERVICE only whether the
@@ -82,57 +71,58 @@ NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
 
 @dataclass
 class ServerSettings:
-    listen: str = "127.0.0.1:50051"
-    http_listen: str = "127.0.0.1:8080"  # "" serves no HTTP card
+    # A field that a setting of `a2a-grpc serve` sets defaults to that setting's (a2a_grpc.settings.defaults).
+    listen: str = defaults.LISTEN
+    http_listen: str = defaults.HTTP_LISTEN  # "" serves no HTTP card
     card_path: str | None = None  # None: the demo card
     extended_card_path: str | None = None
     # PEM private keys that sign both cards (a2a_grpc.card_signing): the first signs, all are in the JWKS
     card_signing_keys: tuple[str, ...] = ()
-    store_url: str = DEFAULT_STORE_URL
+    store_url: str = defaults.STORE_URL
     agent: str | None = None  # MODULE:ATTR; None: the echo agent
-    grace_seconds: float = 10.0
-    missing_version_means: str = "0.3"
+    grace_seconds: float = defaults.GRACE_SECONDS
+    missing_version_means: str = defaults.MISSING_VERSION_MEANS
     bearer_tokens: dict[str, str] = field(default_factory=dict)
     auth: AuthSettings = field(default_factory=AuthSettings)  # JWTs and API keys (a2a_grpc.auth)
     max_message_bytes: int = 4 * 1024 * 1024  # the largest request accepted; responses are not limited
     max_metadata_bytes: int = 16 * 1024  # request headers; larger ones get RESOURCE_EXHAUSTED from the transport
-    negotiate_extensions: bool = True
+    negotiate_extensions: bool = defaults.NEGOTIATE_EXTENSIONS
     # A2A 0.3 clients' service (a2a.v1.A2AService) beside 1.0's, and the 0.3 fields in the card (a2a_grpc.v0_3)
-    serve_v03: bool = True
+    serve_v03: bool = defaults.SERVE_V03
     # Where unary calls echo a2a-extensions besides the trailers: grpc.aio sends unary response headers
     # in a transport operation of their own (its cost: docs/performance.md). Streams always echo in
     # their headers (before the first event) and trailers.
-    echo_unary_headers: bool = False
-    max_list_page_bytes: int = MAX_LIST_PAGE_BYTES  # a ListTasks page ends early past this size
-    max_subscriber_buffer_bytes: int = SUBSCRIBER_BUFFER_BYTES  # a stream this far behind reads the event log
-    max_extension_payload_bytes: int = MAX_EXTENSION_PAYLOAD_BYTES  # one payload, serialized; larger: INVALID_ARGUMENT
+    echo_unary_headers: bool = defaults.ECHO_UNARY_HEADERS
+    max_list_page_bytes: int = defaults.MAX_LIST_PAGE_BYTES  # a ListTasks page ends early past this size
+    max_subscriber_buffer_bytes: int = defaults.MAX_SUBSCRIBER_BUFFER_BYTES  # a stream this far behind reads the log
+    # one payload, serialized; larger: INVALID_ARGUMENT
+    max_extension_payload_bytes: int = defaults.MAX_EXTENSION_PAYLOAD_BYTES
     # Limits (a2a_grpc.interceptors.server.limits), per process: a caller is its principal, or its peer's
     # address when anonymous. Past them: RESOURCE_EXHAUSTED with a RetryInfo. 0 requests per second: no rate limit.
-    max_requests_per_second: float = 0.0
+    max_requests_per_second: float = defaults.MAX_REQUESTS_PER_SECOND
     # failed authentications a second per peer address before its calls are refused unread (0: no limit)
-    max_auth_failures_per_second: float = MAX_AUTH_FAILURES_PER_SECOND
-    max_streams_per_caller: int = MAX_STREAMS_PER_CALLER
-    max_streams: int = MAX_STREAMS
-    max_parts: int = MAX_PARTS  # parts of one message; more: INVALID_ARGUMENT
-    max_extensions_per_call: int = (
-        MAX_EXTENSIONS_PER_CALL  # distinct a2a-extensions of one call; more: INVALID_ARGUMENT
-    )
-    max_history_per_task: int = MAX_HISTORY_PER_TASK  # messages a task keeps; older ones are dropped
-    max_artifact_bytes_per_task: int = MAX_ARTIFACT_BYTES_PER_TASK  # past it, the agent's publish fails
-    max_push_configs_per_task: int = MAX_PUSH_CONFIGS_PER_TASK  # one more: RESOURCE_EXHAUSTED
+    max_auth_failures_per_second: float = defaults.MAX_AUTH_FAILURES_PER_SECOND
+    max_streams_per_caller: int = defaults.MAX_STREAMS_PER_CALLER
+    max_streams: int = defaults.MAX_STREAMS
+    max_parts: int = defaults.MAX_PARTS  # parts of one message; more: INVALID_ARGUMENT
+    # distinct a2a-extensions of one call; more: INVALID_ARGUMENT
+    max_extensions_per_call: int = defaults.MAX_EXTENSIONS_PER_CALL
+    max_history_per_task: int = defaults.MAX_HISTORY_PER_TASK  # messages a task keeps; older ones are dropped
+    max_artifact_bytes_per_task: int = defaults.MAX_ARTIFACT_BYTES_PER_TASK  # past it, the agent's publish fails
+    max_push_configs_per_task: int = defaults.MAX_PUSH_CONFIGS_PER_TASK  # one more: RESOURCE_EXHAUSTED
     # One of the processes of `a2a-grpc serve --workers N`: both ports are shared with the others
     # (SO_REUSEPORT), and every A2A call's trailers name this process.
     worker_mode: bool = False
     # In a worker of `--workers N`: its index and the directory where the workers share their metrics.
     worker_metrics: tuple[int, str] | None = None
-    store_pool_size: int = POOL_SIZE  # connections to a PostgreSQL store
-    lease_seconds: float = LEASE_SECONDS  # with a shared store: a replica silent this long has died
-    poll_seconds: float = POLL_SECONDS  # with a shared store: polling while notifications are down
-    event_retention_seconds: float = EVENT_RETENTION_SECONDS  # a task final this long loses its event log
+    store_pool_size: int = defaults.STORE_POOL_SIZE  # connections to a PostgreSQL store
+    lease_seconds: float = defaults.LEASE_SECONDS  # with a shared store: a replica silent this long has died
+    poll_seconds: float = defaults.POLL_SECONDS  # with a shared store: polling while notifications are down
+    event_retention_seconds: float = defaults.EVENT_RETENTION_SECONDS  # a task final this long loses its event log
     push: PushSettings = field(default_factory=PushSettings)  # for a card that declares pushNotifications
-    access_log: bool = True  # one line per A2A call on the a2a_grpc.access logger
+    access_log: bool = defaults.ACCESS_LOG  # one line per A2A call on the a2a_grpc.access logger
     metrics: bool = True  # Prometheus metrics at /metrics on the HTTP port (with http_listen)
-    tracing: bool = False  # OpenTelemetry spans of calls, agent runs and store writes (the otel extra)
+    tracing: bool = defaults.TRACING  # OpenTelemetry spans of calls, agent runs and store writes (the otel extra)
     # While serving, the store is asked for a trivial read this often; no answer within the timeout (or an
     # error) turns readiness NOT_SERVING until an answer comes again.
     # The HTTP port (a2a_grpc.http_guard): connections open at most, and the seconds a connection is given to
@@ -287,6 +277,12 @@ class A2AServer:
             event_retention_seconds=settings.event_retention_seconds,
             credential_headers=_api_key_headers(self.card, self.extended_card),
         )
+        self.limits = Limits(  # ValueError for a rate no token bucket can hold
+            requests_per_second=settings.max_requests_per_second,
+            max_streams_per_caller=settings.max_streams_per_caller,
+            max_streams=settings.max_streams,
+            auth_failures_per_second=settings.max_auth_failures_per_second,
+        )
         if self.metrics is not None:
             self.metrics.count_tasks(self.manager.task_counts)
             self.store.on_commit = self.metrics.store_commit
@@ -309,20 +305,25 @@ class A2AServer:
         return PushService(self.settings.push, self.store, claimer, on_delivery=on_delivery)
 
     async def start(self) -> None:
+        """Serve: the store open, the task manager started, both ports bound, then health SERVING. A start that
+        fails undoes all it had started, leaving no thread or task behind (and `stop` nothing to do)."""
+        async with contextlib.AsyncExitStack() as undo:
+            await self._start(undo)
+            undo.pop_all()  # started: `stop` undoes it all, in its own order
+
+    async def _start(self, undo: contextlib.AsyncExitStack) -> None:
+        """`start`, each part it starts telling `undo` how to stop it."""
         # First: a key set or discovery document that cannot be had stops start-up before anything runs.
+        undo.push_async_callback(self._verifiers.close)
         await self._verifiers.start()
+        undo.push_async_callback(self.store.close)
         await self.store.open()
+        undo.push_async_callback(self.manager.close)
         orphans = await self.manager.start()
         if orphans:
             log.warning("failed %d task(s) left running by a previous server process", orphans)
         settings = self.settings
         self._access_log = AccessLog() if settings.access_log else None
-        self.limits = Limits(
-            requests_per_second=settings.max_requests_per_second,
-            max_streams_per_caller=settings.max_streams_per_caller,
-            max_streams=settings.max_streams,
-            auth_failures_per_second=settings.max_auth_failures_per_second,
-        )
         quiet_grpc_client_logs()
         server = grpc.aio.server(
             options=[
@@ -335,6 +336,7 @@ class A2AServer:
                 ("grpc.so_reuseport", int(settings.worker_mode)),
             ],
         )
+        undo.push_async_callback(server.stop, 0)
         servicer = A2AServicer(
             self.manager,
             self.card,
@@ -370,11 +372,12 @@ class A2AServer:
         self._advertise_bound_port()
         if self.push is not None:
             self.push.start(next(i.url for i in self.card.supported_interfaces if i.protocol_binding == GRPC_BINDING))
+            undo.push_async_callback(self.push.stop)
         if settings.http_listen:
+            undo.push_async_callback(self._close_http)
             try:
                 await self._bind_http(settings.http_listen)
             except OSError as error:
-                await self._shutdown(server, 0)
                 raise OSError(f"cannot serve the agent card on {settings.http_listen}: {error.strerror}") from None
         self._sign_cards()  # both ports are bound: the cards name them, the signatures the JWKS's URL
         await self._set_health(NOT_SERVING)  # the servicer starts with "" SERVING: not before all is up
@@ -560,6 +563,18 @@ class A2AServer:
         )
         self.http_port = self._http_server.sockets[0].getsockname()[1]
 
+    async def _close_http(self) -> None:
+        """Close the HTTP port and what serves it, as far as they were made."""
+        if self._http_server is not None:
+            self._http_server.close()
+            self._http_server = None
+        if self._http is not None:
+            await self._http.cleanup()
+            self._http = None
+        if self._worker_metrics is not None:
+            await self._worker_metrics.close()
+            self._worker_metrics = None
+
     async def stop(self, grace: float | None = None) -> None:
         """Stop serving: health NOT_SERVING, drain calls for `grace` seconds, then close everything."""
         if self._server is None:
@@ -586,15 +601,7 @@ class A2AServer:
         if self._access_log is not None:  # the lines of the last calls, which it writes in batches
             self._access_log.flush()
         self._server = None
-        if self._http_server is not None:
-            self._http_server.close()
-            self._http_server = None
-        if self._http is not None:
-            await self._http.cleanup()
-            self._http = None
-        if self._worker_metrics is not None:
-            await self._worker_metrics.close()
-            self._worker_metrics = None
+        await self._close_http()
         try:
             failed += await self.manager.close()
         finally:

@@ -29,6 +29,7 @@ from a2a_grpc.extensions import MAX_EXTENSION_PAYLOAD_BYTES, ExtensionPayload, E
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.protocol import STREAM_AFTER_HEADER
 from a2a_grpc.push.guard import PushTargetRefused
+from a2a_grpc.settings.defaults import MAX_LIST_PAGE_BYTES as MAX_LIST_PAGE_BYTES
 from a2a_grpc.tasks import Subscriber, SubscriptionStoppedError, TaskManager, TaskRun, task_view, wait_durable
 from a2a_grpc.validation import (
     MAX_PARTS,
@@ -40,9 +41,6 @@ from a2a_grpc.validation import (
     validate_send,
 )
 
-# A ListTasks page stops early, with a next page token, once its tasks pass this many bytes: every page
-# then fits a client with gRPC's default 4 MiB receive limit (a single larger task still goes out alone).
-MAX_LIST_PAGE_BYTES = 3 * 1024 * 1024
 # A SendMessageRequest is validated in a worker thread when its extension payloads total this many bytes
 # (~1 ms of validation for the traceability schema), or the request this many (its JSON values are walked
 # for their nesting, up to ~0.2 µs a byte), so the event loop keeps serving other calls meanwhile; smaller

@@ -11,7 +11,13 @@ import re
 
 SHOWN_CHARS = 80
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+LOG_FORMATS = ("text", "json")
 MAX_PORT = 65_535
+# The rates a token bucket can hold (per second). A caller refused waits up to 1/rate seconds, which its RetryInfo
+# carries as a Duration that clients read as 64-bit nanoseconds (up to ~292 years): 1e-9 keeps the longest wait at
+# ~32 years, and a second of burst at 1e9 tokens.
+MIN_RATE = 1e-9
+MAX_RATE = 1e9
 _HOSTNAME = re.compile(r"(?=.{1,253}$)[A-Za-z0-9_]([A-Za-z0-9_-]{0,62})(\.[A-Za-z0-9_]([A-Za-z0-9_-]{0,62}))*\.?")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
@@ -80,8 +86,16 @@ def grace_seconds(text: str) -> float:
 
 def rate(text: str) -> float:
     value = _number(text)
-    if not 0 <= value < 1e9:
-        raise _refuse("a number per second, 0 for no limit", text)
+    if not (value == 0 or MIN_RATE <= value < MAX_RATE):
+        raise _refuse(f"a number per second from {MIN_RATE:g} and below {MAX_RATE:g}, or 0 for no limit", text)
+    return value
+
+
+def log_format(text: str) -> str:
+    """`--log-format`'s value, checked (argparse reports the ValueError as an invalid value)."""
+    value = text.strip().lower()
+    if value not in LOG_FORMATS:
+        raise ValueError(text)
     return value
 
 

@@ -18,6 +18,7 @@ from google.protobuf.message import Message as ProtoMessage
 from a2a_grpc.errors import InvalidRequestError
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.nesting import MAX_JSON_NESTING, JsonValue, nests_deeper_than
+from a2a_grpc.settings.defaults import MAX_PARTS as MAX_PARTS
 
 Violations = list[tuple[str, str]]
 Check = Callable[[ProtoMessage, str, Violations], None]
@@ -36,7 +37,6 @@ _HEADER_VALUE = re.compile(r"[\x20-\x7e]*")
 URL_TEXT = re.compile(r"[\x21-\x7e]*")
 URL_TEXT_RULE = "must be visible ASCII: percent-encode spaces, control and non-ASCII characters"
 _HTTP_TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # RFC 9110 token: an authentication scheme's name
-MAX_PARTS = 256  # parts of one message, by default (`--max-parts`)
 DEFAULT_PAGE_SIZE = 50
 # google.protobuf.Timestamp's valid range: 0001-01-01T00:00:00Z to 9999-12-31T23:59:59.999999999Z
 MIN_TIMESTAMP_SECONDS = -62_135_596_800

@@ -28,8 +28,9 @@ import jwt
 from a2a_grpc.auth.jwks import KeySet
 from a2a_grpc.auth.principal import CredentialRejected, PeerAuthContext, Principal, bearer_credential
 from a2a_grpc.errors import Metadata
+from a2a_grpc.settings.defaults import JWT_LEEWAY_SECONDS
 
-DEFAULT_LEEWAY_SECONDS = 60.0
+DEFAULT_LEEWAY_SECONDS = JWT_LEEWAY_SECONDS
 DEFAULT_CACHE_SIZE = 4096
 MAX_TOKEN_CHARS = 16 * 1024  # a longer bearer token is refused unread
 MAX_HEADER_CHARS = 2048  # likewise a longer JOSE header

@@ -13,6 +13,7 @@ from a2a_grpc.push.guard import AddressPolicy, PushTargetRefused
 from a2a_grpc.push.sender import PushSender
 from a2a_grpc.push.signing import PushSigner, load_pem_keys
 from a2a_grpc.push.worker import DeliverySettings, PushWorker
+from a2a_grpc.settings import defaults
 from a2a_grpc.store.base import TaskStore
 
 JWKS_PATH = "/.well-known/jwks.json"
@@ -26,9 +27,9 @@ LOCAL_CLAIM_SECONDS = 5.0
 @dataclass(frozen=True)
 class PushSettings:
     allow: tuple[str, ...] = ()  # hosts and CIDRs webhooks may reach although private or local
-    allow_http: bool = False  # webhooks may be plain http:// URLs
+    allow_http: bool = defaults.PUSH_ALLOW_HTTP  # webhooks may be plain http:// URLs
     signing_keys: tuple[str, ...] = ()  # PEM private key files: the first signs, all are published
-    timeout_seconds: float = 10.0  # one delivery attempt
+    timeout_seconds: float = defaults.PUSH_TIMEOUT_SECONDS  # one delivery attempt
     delivery: DeliverySettings = field(default_factory=DeliverySettings)
 
 

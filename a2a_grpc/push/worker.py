@@ -23,6 +23,7 @@ from google.protobuf import json_format
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.push.sender import POOL_LIMIT_PER_HOST, Attempt, PushSender, backoff, safe_host
 from a2a_grpc.push.slots import KeyedSlots, authority
+from a2a_grpc.settings import defaults
 from a2a_grpc.store.base import EVENT_PAGE_BYTES, EventsPrunedError, PushTarget, TaskEvent, TaskStore, page_cut
 
 log = logging.getLogger(__name__)
@@ -33,9 +34,9 @@ STOP_SECONDS = 5.0  # how long `stop` waits for a claim in flight (and a courier
 
 @dataclass(frozen=True, slots=True)
 class DeliverySettings:
-    status_only: bool = False  # deliver status changes only, not artifact updates
-    max_attempts: int = 10  # attempts at one notification before it is given up on
-    max_age_seconds: float = 3600.0  # ... or time since its first attempt
+    status_only: bool = defaults.PUSH_STATUS_ONLY  # deliver status changes only, not artifact updates
+    max_attempts: int = defaults.PUSH_MAX_ATTEMPTS  # attempts at one notification before it is given up on
+    max_age_seconds: float = defaults.PUSH_MAX_AGE_SECONDS  # ... or time since its first attempt
     concurrency: int = 64  # requests in flight over all webhooks
     per_host: int = POOL_LIMIT_PER_HOST  # ... and to one webhook host, so that a host that hangs holds no more
     per_owner: int = 16  # ... and for one caller's webhooks, so that a caller whose webhooks hang holds no more

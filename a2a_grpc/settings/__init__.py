@@ -1,7 +1,8 @@
 """Every setting of `a2a-grpc serve`, declared once, by section: the flags and their groups in `serve --help`
 (a2a_grpc.settings.flags), the environment variables, the config file's keys and `config show`
 (a2a_grpc.config), and the settings table of docs/configuration.md (a2a_grpc.settings.docs) are all made
-from it. A setting that a ServerSettings field holds as it is takes that field's default."""
+from it. Every default is named once, in a2a_grpc.settings.defaults, which ServerSettings' fields and the parts
+that take the settings read too."""
 
 from __future__ import annotations
 

@@ -3,23 +3,20 @@
 from __future__ import annotations
 
 from a2a_grpc import setting_types
-from a2a_grpc.push.service import PushSettings
-from a2a_grpc.push.worker import DeliverySettings
+from a2a_grpc.settings import defaults
 from a2a_grpc.settings.setting import Kind, Setting
-from a2a_grpc.telemetry import LOG_FORMATS, log_format
 
 LIMITS = "Limits"
 STORE = "Store and replicas"
 PUSH = "Push notifications"
 PROCESSES = "Processes, logs and tracing"
 RESOURCE_EXHAUSTED = "`RESOURCE_EXHAUSTED` (`TOO_MANY_STREAMS`) with a `RetryInfo`"
-_PUSH = PushSettings()
-_DELIVERY = DeliverySettings()
 
 LIMIT_SETTINGS = (
     Setting(
         "max_list_page_bytes",
         field="max_list_page_bytes",
+        default_value=defaults.MAX_LIST_PAGE_BYTES,
         convert=setting_types.byte_count,
         default_note="3 MiB",
         help="a ListTasks page ends early, with a next page token, past this many bytes",
@@ -29,6 +26,7 @@ LIMIT_SETTINGS = (
     Setting(
         "max_subscriber_buffer_bytes",
         field="max_subscriber_buffer_bytes",
+        default_value=defaults.MAX_SUBSCRIBER_BUFFER_BYTES,
         convert=setting_types.byte_count,
         default_note="8 MiB",
         help="a stream this far behind its task reads the task's event log until it has caught up",
@@ -38,6 +36,7 @@ LIMIT_SETTINGS = (
     Setting(
         "max_extension_payload_bytes",
         field="max_extension_payload_bytes",
+        default_value=defaults.MAX_EXTENSION_PAYLOAD_BYTES,
         convert=setting_types.byte_count,
         default_note="64 KiB",
         help="a larger extension payload is INVALID_ARGUMENT",
@@ -49,6 +48,7 @@ LIMIT_SETTINGS = (
     Setting(
         "max_requests_per_second",
         field="max_requests_per_second",
+        default_value=defaults.MAX_REQUESTS_PER_SECOND,
         convert=setting_types.rate,
         default_note="no limit",
         help="A2A calls per second per caller (its principal, or its address when anonymous), bursts up to one "
@@ -59,6 +59,7 @@ LIMIT_SETTINGS = (
     Setting(
         "max_auth_failures_per_second",
         field="max_auth_failures_per_second",
+        default_value=defaults.MAX_AUTH_FAILURES_PER_SECOND,
         convert=setting_types.rate,
         help="failed authentications per second from one address (bursts up to one second's worth); its further "
         "failures are RESOURCE_EXHAUSTED with a RetryInfo, while valid credentials pass; 0 for no limit",
@@ -69,6 +70,7 @@ LIMIT_SETTINGS = (
     Setting(
         "max_streams_per_caller",
         field="max_streams_per_caller",
+        default_value=defaults.MAX_STREAMS_PER_CALLER,
         convert=setting_types.positive_count,
         help="open streams per caller; one more is RESOURCE_EXHAUSTED with a RetryInfo",
         doc=f"streams one caller may have open at once; one more is {RESOURCE_EXHAUSTED}",
@@ -76,6 +78,7 @@ LIMIT_SETTINGS = (
     Setting(
         "max_streams",
         field="max_streams",
+        default_value=defaults.MAX_STREAMS,
         convert=setting_types.positive_count,
         help="open streams in all; one more is RESOURCE_EXHAUSTED with a RetryInfo",
         doc=f"streams open at once on one server process, all callers together; one more is {RESOURCE_EXHAUSTED}",
@@ -83,6 +86,7 @@ LIMIT_SETTINGS = (
     Setting(
         "max_parts",
         field="max_parts",
+        default_value=defaults.MAX_PARTS,
         convert=setting_types.positive_count,
         help="parts of one message; more are INVALID_ARGUMENT",
         doc="parts of one message; more are `INVALID_ARGUMENT` with a `BadRequest` naming `message.parts`",
@@ -90,6 +94,7 @@ LIMIT_SETTINGS = (
     Setting(
         "max_extensions_per_call",
         field="max_extensions_per_call",
+        default_value=defaults.MAX_EXTENSIONS_PER_CALL,
         convert=setting_types.positive_count,
         help="distinct a2a-extensions of one call; more are INVALID_ARGUMENT",
         doc="distinct extensions one call names in `a2a-extensions`; more are `INVALID_ARGUMENT` with a "
@@ -98,6 +103,7 @@ LIMIT_SETTINGS = (
     Setting(
         "max_history_per_task",
         field="max_history_per_task",
+        default_value=defaults.MAX_HISTORY_PER_TASK,
         convert=setting_types.positive_count,
         help="messages kept in a task's history; older ones are dropped",
         doc="messages a task's history keeps; older ones are dropped, oldest first, in every store",
@@ -105,6 +111,7 @@ LIMIT_SETTINGS = (
     Setting(
         "max_push_configs_per_task",
         field="max_push_configs_per_task",
+        default_value=defaults.MAX_PUSH_CONFIGS_PER_TASK,
         convert=setting_types.positive_count,
         help="push notification configs one task keeps; one more is RESOURCE_EXHAUSTED",
         doc="push notification configs one task keeps; creating one more is `RESOURCE_EXHAUSTED` with reason "
@@ -113,6 +120,7 @@ LIMIT_SETTINGS = (
     Setting(
         "max_artifact_bytes_per_task",
         field="max_artifact_bytes_per_task",
+        default_value=defaults.MAX_ARTIFACT_BYTES_PER_TASK,
         convert=setting_types.byte_count,
         default_note="64 MiB",
         help="bytes a task's artifacts may take; the agent's publish past them fails (and, unhandled, the task)",
@@ -125,6 +133,7 @@ STORE_SETTINGS = (
     Setting(
         "store",
         field="store_url",
+        default_value=defaults.STORE_URL,
         help="memory, sqlite:///PATH or postgresql://USER@HOST:PORT/DB",
         doc="`memory`, `sqlite:///relative/path`, `sqlite:////absolute/path` or `postgresql://USER@HOST:PORT/DB` "
         "(needs asyncpg, which `scripts/serve` installs, or the `postgres` extra; any number of servers may share "
@@ -133,6 +142,7 @@ STORE_SETTINGS = (
     Setting(
         "store_pool_size",
         field="store_pool_size",
+        default_value=defaults.STORE_POOL_SIZE,
         convert=setting_types.positive_count,
         help="connections to a postgresql:// store, per process",
         doc="connections each server process keeps to a `postgresql://` store",
@@ -140,6 +150,7 @@ STORE_SETTINGS = (
     Setting(
         "lease_seconds",
         field="lease_seconds",
+        default_value=defaults.LEASE_SECONDS,
         convert=setting_types.seconds,
         help="with a shared store: a replica silent this long has died, and the tasks it ran are FAILED",
         doc="with a `postgresql://` store: a server whose heartbeat is this old has died, and the tasks it ran are "
@@ -148,6 +159,7 @@ STORE_SETTINGS = (
     Setting(
         "poll_interval",
         field="poll_seconds",
+        default_value=defaults.POLL_SECONDS,
         convert=setting_types.seconds,
         help="with a shared store: how often to poll for other replicas' events while notifications are down",
         doc="with a `postgresql://` store: how often (seconds) a server polls for other servers' events and cancels "
@@ -156,6 +168,7 @@ STORE_SETTINGS = (
     Setting(
         "event_retention",
         field="event_retention_seconds",
+        default_value=defaults.EVENT_RETENTION_SECONDS,
         convert=setting_types.duration,
         default_note="a day",
         help="seconds a final task's events are kept for resumed streams, replicas and push delivery; then only "
@@ -179,7 +192,7 @@ PUSH_SETTINGS = (
     Setting(
         "push_allow_http",
         kind=Kind.FLAG,
-        default_value=_PUSH.allow_http,
+        default_value=defaults.PUSH_ALLOW_HTTP,
         help="webhooks may be plain http:// URLs",
         doc="webhooks may be plain `http://` URLs",
     ),
@@ -195,27 +208,27 @@ PUSH_SETTINGS = (
     Setting(
         "push_status_only",
         kind=Kind.FLAG,
-        default_value=_DELIVERY.status_only,
+        default_value=defaults.PUSH_STATUS_ONLY,
         help="notify status changes only, not artifact updates",
         doc="notify status changes only, not artifact updates",
     ),
     Setting(
         "push_max_attempts",
-        default_value=_DELIVERY.max_attempts,
+        default_value=defaults.PUSH_MAX_ATTEMPTS,
         convert=setting_types.positive_count,
         help="attempts at one notification before it is given up on",
         doc="attempts at one notification before it is given up on",
     ),
     Setting(
         "push_max_age",
-        default_value=_DELIVERY.max_age_seconds,
+        default_value=defaults.PUSH_MAX_AGE_SECONDS,
         convert=setting_types.seconds,
         help="seconds after its first attempt that a notification is given up on",
         doc="seconds after its first attempt that a notification is given up on",
     ),
     Setting(
         "push_timeout",
-        default_value=_PUSH.timeout_seconds,
+        default_value=defaults.PUSH_TIMEOUT_SECONDS,
         convert=setting_types.seconds,
         help="seconds one delivery attempt may take",
         doc="seconds one delivery attempt may take",
@@ -225,7 +238,7 @@ PUSH_SETTINGS = (
 PROCESS_SETTINGS = (
     Setting(
         "workers",
-        default_value=1,
+        default_value=defaults.WORKERS,
         convert=setting_types.positive_count,
         help="server processes sharing the ports, restarted when they die; more than 1 needs a postgresql:// store",
         doc="server processes on this machine sharing both ports; more than one needs a `postgresql://` store "
@@ -233,16 +246,16 @@ PROCESS_SETTINGS = (
     ),
     Setting(
         "log_level",
-        default_value="INFO",
+        default_value=defaults.LOG_LEVEL,
         convert=setting_types.log_level,
         help="DEBUG, INFO, WARNING or ERROR",
         doc="`DEBUG`, `INFO`, `WARNING` or `ERROR`",
     ),
     Setting(
         "log_format",
-        default_value="text",
-        convert=log_format,
-        choices=LOG_FORMATS,
+        default_value=defaults.LOG_FORMAT,
+        convert=setting_types.log_format,
+        choices=setting_types.LOG_FORMATS,
         help="text lines, or json: one JSON object per line, for the access log and every other line",
         doc="`text`, or `json`: every line the server logs is one JSON object (`time`, `level`, `logger`, then "
         "`message`, or an access line's fields as keys, and `exception` with a traceback)",
@@ -250,6 +263,7 @@ PROCESS_SETTINGS = (
     Setting(
         "access_log",
         field="access_log",
+        default_value=defaults.ACCESS_LOG,
         kind=Kind.ON_OFF,
         help="one line per A2A call (method, peer, principal, status, duration...) on the a2a_grpc.access logger",
         doc="one line per A2A call on the `a2a_grpc.access` logger: method, status code and A2A reason, "
@@ -260,6 +274,7 @@ PROCESS_SETTINGS = (
     Setting(
         "tracing",
         field="tracing",
+        default_value=defaults.TRACING,
         kind=Kind.ON_OFF,
         help="OpenTelemetry spans of every A2A call, agent run and store write, continuing the callers' W3C "
         "traceparent; needs a2a-grpc[otel], and exports as the OTEL_* environment says (OTEL_TRACES_EXPORTER: "

@@ -4,7 +4,7 @@ TLS."""
 from __future__ import annotations
 
 from a2a_grpc import setting_types
-from a2a_grpc.auth.settings import JwtSettings
+from a2a_grpc.settings import defaults
 from a2a_grpc.settings.setting import Kind, Setting
 
 SERVING = "Serving"
@@ -23,6 +23,7 @@ SERVING_SETTINGS = (
     Setting(
         "listen",
         field="listen",
+        default_value=defaults.LISTEN,
         convert=setting_types.listen_address,
         help="gRPC HOST:PORT",
         doc="gRPC address (`HOST:PORT`; port 0 picks a free one)",
@@ -30,6 +31,7 @@ SERVING_SETTINGS = (
     Setting(
         "http_listen",
         field="http_listen",
+        default_value=defaults.HTTP_LISTEN,
         convert=setting_types.optional_listen_address,
         help="HOST:PORT for the HTTP agent card, '' for none",
         doc="agent card over HTTP; empty for none",
@@ -67,13 +69,14 @@ SERVING_SETTINGS = (
     ),
     Setting(
         "app_dir",
-        default_value=".",
+        default_value=defaults.APP_DIR,
         help="the directory --agent's MODULE is imported from, ahead of installed packages",
         doc="the directory `--agent`'s module is imported from, ahead of installed packages",
     ),
     Setting(
         "grace",
         field="grace_seconds",
+        default_value=defaults.GRACE_SECONDS,
         convert=setting_types.grace_seconds,
         help="shutdown grace seconds",
         doc="seconds in-flight calls get to finish on SIGTERM/SIGINT",
@@ -81,6 +84,7 @@ SERVING_SETTINGS = (
     Setting(
         "missing_version_means",
         field="missing_version_means",
+        default_value=defaults.MISSING_VERSION_MEANS,
         convert=None,
         choices=("0.3", "1.0"),
         help="how to read a call without a2a-version",
@@ -88,7 +92,7 @@ SERVING_SETTINGS = (
     ),
     Setting(
         "unary_echo",
-        default_value="trailers",
+        default_value=defaults.UNARY_ECHO,
         convert=None,
         choices=("trailers", "headers"),
         help="unary calls echo a2a-extensions in the trailers, or in headers and trailers (streams always do both)",
@@ -98,6 +102,7 @@ SERVING_SETTINGS = (
     Setting(
         "v03",
         field="serve_v03",
+        default_value=defaults.SERVE_V03,
         kind=Kind.ON_OFF,
         help="serve A2A 0.3 clients too: the a2a.v1.A2AService beside lf.a2a.v1.A2AService on the same port, and "
         "a card both read; --no-v03 answers 0.3 calls UNIMPLEMENTED",
@@ -147,7 +152,7 @@ AUTHENTICATION_SETTINGS = (
     ),
     Setting(
         "jwt_leeway",
-        default_value=JwtSettings().leeway_seconds,
+        default_value=defaults.JWT_LEEWAY_SECONDS,
         convert=setting_types.leeway_seconds,
         help="seconds of clock skew allowed on a JWT's exp and nbf",
         doc="seconds of clock skew allowed on a JWT's `exp` and `nbf`",

@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from a2a_grpc.server import ServerSettings
 from a2a_grpc.setting_types import plain_text
 
 Converter = Callable[[str], Any]
@@ -17,7 +16,6 @@ ENV_PREFIX = "A2A_GRPC_"
 FLAG_ON_WORDS = ("1", "true", "yes")  # what turns a --flag on in its environment variable
 ON_WORDS = (*FLAG_ON_WORDS, "on")  # ... an --x/--no-x setting that is off by default
 OFF_WORDS = ("0", "false", "no", "off")  # ... and off, one that is on by default
-SERVER_DEFAULTS = ServerSettings()
 
 
 class Kind(Enum):
@@ -29,8 +27,8 @@ class Kind(Enum):
 
 @dataclass(frozen=True)
 class Setting:
-    """`field` names the ServerSettings field the value goes to as it is, and then the default is that field's;
-    other settings name their `default_value` (None: unset, its meaning in `unset`)."""
+    """`field` names the ServerSettings field the value goes to as it is (that field's default is the same
+    constant of a2a_grpc.settings.defaults); `default_value` is the default (None: unset, its meaning in `unset`)."""
 
     key: str
     help: str  # for `serve --help`
@@ -57,7 +55,7 @@ class Setting:
 
     @property
     def default(self) -> Any:
-        return getattr(SERVER_DEFAULTS, self.field) if self.field else self.default_value
+        return self.default_value
 
     @property
     def switch(self) -> bool:

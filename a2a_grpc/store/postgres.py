@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Final, TypeAlias
 
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.ids import new_id
+from a2a_grpc.settings.defaults import STORE_POOL_SIZE
 from a2a_grpc.store import postgres_push as push
 from a2a_grpc.store import postgres_replicas as replicas
 from a2a_grpc.store._codec import decode_config_cursor, decode_task_cursor, encode_task_cursor, now_us
@@ -57,7 +58,7 @@ if TYPE_CHECKING:
 # A statement, a lock wait or an idle transaction that takes longer fails (StoreError) instead of holding
 # every write queued behind it: a stuck replica or a half-open connection must not freeze the store.
 STATEMENT_SECONDS: Final = 30.0
-POOL_SIZE: Final = 10  # connections per process, by default (`--store-pool-size`)
+POOL_SIZE: Final = STORE_POOL_SIZE  # connections per process, by default (`--store-pool-size`)
 _SESSION_SETTINGS: Final = {"lock_timeout": "30s", "idle_in_transaction_session_timeout": "60s"}
 
 _TASK_COLUMNS: Final = "t.id, t.context_id, t.status, t.metadata, t.status_ts_us, t.version, t.seq"

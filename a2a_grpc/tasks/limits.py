@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-MAX_HISTORY_PER_TASK = 1000  # messages kept in a task's history; older ones are dropped, oldest first
-MAX_ARTIFACT_BYTES_PER_TASK = 64 * 1024 * 1024  # bytes a task's artifacts may take
-MAX_PUSH_CONFIGS_PER_TASK = 10  # push notification configs a task keeps; one more is RESOURCE_EXHAUSTED
+from a2a_grpc.settings.defaults import MAX_ARTIFACT_BYTES_PER_TASK as MAX_ARTIFACT_BYTES_PER_TASK
+from a2a_grpc.settings.defaults import MAX_HISTORY_PER_TASK as MAX_HISTORY_PER_TASK
+from a2a_grpc.settings.defaults import MAX_PUSH_CONFIGS_PER_TASK as MAX_PUSH_CONFIGS_PER_TASK
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,6 +18,8 @@ from a2a_grpc.errors import A2AError, TaskChangedError
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.ids import new_id
 from a2a_grpc.protocol import RUNNING_STATES
+from a2a_grpc.settings.defaults import LEASE_SECONDS as LEASE_SECONDS
+from a2a_grpc.settings.defaults import POLL_SECONDS as POLL_SECONDS
 from a2a_grpc.store.base import SharedStore, StoreError
 from a2a_grpc.tasks.agent_runs import CANCEL_GRACE_SECONDS, AgentRuns
 from a2a_grpc.tasks.live_tasks import LiveTasks
@@ -25,10 +27,6 @@ from a2a_grpc.tasks.machine import Phase, TaskMachine
 
 log = logging.getLogger(__name__)
 
-# A replica whose heartbeat is older than this has died: the tasks it ran are failed.
-LEASE_SECONDS = 10.0
-# How often a replica polls the store for events and cancel requests while notifications are down.
-POLL_SECONDS = 1.0
 # How much longer a cancel routed to another replica waits for that replica to answer.
 ROUTED_CANCEL_MARGIN_SECONDS = 2.0
 

@@ -7,13 +7,11 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from a2a_grpc.settings.defaults import EVENT_RETENTION_SECONDS as EVENT_RETENTION_SECONDS
 from a2a_grpc.store.base import StoreError, TaskStore
 
 log = logging.getLogger(__name__)
 
-# How long a final task's events are kept: longer than push delivery's default max age (1 h), so its
-# deliveries have normally finished.
-EVENT_RETENTION_SECONDS = 86_400.0
 PRUNE_SECONDS = 300.0
 
 

@@ -18,10 +18,11 @@ from collections.abc import AsyncIterator
 
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.protocol import INTERRUPTED_STATES, TERMINAL_STATES
+from a2a_grpc.settings.defaults import MAX_SUBSCRIBER_BUFFER_BYTES
 from a2a_grpc.store.base import EventsPrunedError, StoreError, TaskEvent, TaskStore
 
 # How many bytes of pushed events one subscriber buffers before it reads the log instead.
-SUBSCRIBER_BUFFER_BYTES = 8 * 1024 * 1024
+SUBSCRIBER_BUFFER_BYTES = MAX_SUBSCRIBER_BUFFER_BYTES
 # How many events one read of the log returns at most.
 LOG_PAGE = 256
 # How long a subscriber waits before reading the log again when an event it was told of is not there yet.

@@ -12,19 +12,13 @@ import logging
 from datetime import UTC, datetime
 from typing import Any
 
-LOG_FORMATS = ("text", "json")
+from a2a_grpc.setting_types import LOG_FORMATS as LOG_FORMATS
+from a2a_grpc.setting_types import log_format as log_format
+
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 MAX_HEADS = 1024  # (level, logger) pairs whose JSON a JsonFormatter keeps
 _encode = json.JSONEncoder(default=str, separators=(",", ":")).encode
 _MILLISECONDS = tuple(f".{millisecond:03d}+00:00" for millisecond in range(1000))  # a time's ending
-
-
-def log_format(text: str) -> str:
-    """`--log-format`'s value, checked (argparse reports the ValueError as an invalid value)."""
-    value = text.strip().lower()
-    if value not in LOG_FORMATS:
-        raise ValueError(text)
-    return value
 
 
 class JsonFormatter(logging.Formatter):

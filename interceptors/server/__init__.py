@@ -51,6 +51,7 @@ from a2a_grpc.interceptors.server.faces import V10_FACE, Face, Translate
 from a2a_grpc.interceptors.server.limits import Limits, caller_of, released_when_done
 from a2a_grpc.interceptors.server.tenants import TenantCheck
 from a2a_grpc.interceptors.server.version import VersionCheck
+from a2a_grpc.settings.defaults import ECHO_UNARY_HEADERS, MISSING_VERSION_MEANS, NEGOTIATE_EXTENSIONS
 from a2a_grpc.telemetry import AccessLog, CallObserver, Metrics
 from a2a_grpc.telemetry.calls import Admit, Behave, Prepare
 
@@ -77,10 +78,10 @@ class ServerChain:
         self,
         registry: ExtensionRegistry,
         *,
-        missing_version_means: str = "0.3",
+        missing_version_means: str = MISSING_VERSION_MEANS,
         authenticator: CardAuthenticator | None = None,
-        negotiate_extensions: bool = True,
-        echo_unary_headers: bool = False,
+        negotiate_extensions: bool = NEGOTIATE_EXTENSIONS,
+        echo_unary_headers: bool = ECHO_UNARY_HEADERS,
         worker_pid: int | None = None,
         access_log: AccessLog | None = None,
         metrics: Metrics | None = None,

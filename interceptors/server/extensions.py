@@ -17,9 +17,9 @@ from a2a_grpc.errors import ExtensionSupportRequiredError, InvalidRequestError, 
 from a2a_grpc.extensions import ExtensionRegistry, Negotiation
 from a2a_grpc.interceptors.server.metadata import all_values
 from a2a_grpc.protocol import EXTENSIONS_HEADER
+from a2a_grpc.settings.defaults import MAX_EXTENSIONS_PER_CALL as MAX_EXTENSIONS_PER_CALL
 
 NO_NEGOTIATION = Negotiation((), (), (), "")
-MAX_EXTENSIONS_PER_CALL = 32
 
 
 class ExtensionNegotiator:

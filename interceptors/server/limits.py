@@ -25,14 +25,14 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from a2a_grpc.errors import RateLimitedError, TooManyStreamsError
+from a2a_grpc.setting_types import MAX_RATE, MIN_RATE
+from a2a_grpc.settings.defaults import MAX_AUTH_FAILURES_PER_SECOND as MAX_AUTH_FAILURES_PER_SECOND
+from a2a_grpc.settings.defaults import MAX_REQUESTS_PER_SECOND
+from a2a_grpc.settings.defaults import MAX_STREAMS as MAX_STREAMS
+from a2a_grpc.settings.defaults import MAX_STREAMS_PER_CALLER as MAX_STREAMS_PER_CALLER
 
 # Retrying a refused stream this soon (seconds) gives other streams time to end.
 STREAM_RETRY_SECONDS = 1.0
-# Failed authentications a second per peer address, by default (`--max-auth-failures-per-second`).
-MAX_AUTH_FAILURES_PER_SECOND = 10.0
-# Open streams per caller, and in all, by default (`--max-streams-per-caller`, `--max-streams`).
-MAX_STREAMS_PER_CALLER = 100
-MAX_STREAMS = 10_000
 # Buckets kept before full ones (callers idle for a second or more) are dropped.
 MAX_IDLE_BUCKETS = 10_000
 
@@ -90,6 +90,12 @@ class TokenBuckets:
         return len(self._buckets)
 
 
+def check_rate(name: str, rate: float) -> None:
+    """ValueError unless `rate` is 0 (no limit) or one a token bucket can hold (a2a_grpc.setting_types.MIN_RATE)."""
+    if not (rate == 0 or MIN_RATE <= rate < MAX_RATE):
+        raise ValueError(f"{name} must be 0 (no limit), or from {MIN_RATE:g} and below {MAX_RATE:g}, not {rate!r}")
+
+
 class Limits:
     """`requests_per_second` 0 turns the rate limit off, `auth_failures_per_second` 0 the throttle on failed
     authentication."""
@@ -97,11 +103,13 @@ class Limits:
     def __init__(
         self,
         *,
-        requests_per_second: float = 0.0,
+        requests_per_second: float = MAX_REQUESTS_PER_SECOND,
         max_streams_per_caller: int = MAX_STREAMS_PER_CALLER,
         max_streams: int = MAX_STREAMS,
-        auth_failures_per_second: float = 0.0,
+        auth_failures_per_second: float = MAX_AUTH_FAILURES_PER_SECOND,
     ) -> None:
+        check_rate("requests_per_second", requests_per_second)
+        check_rate("auth_failures_per_second", auth_failures_per_second)
         self.max_streams_per_caller = max_streams_per_caller
         self.max_streams = max_streams
         self.clock: Callable[[], float] = time.monotonic  # the buckets' clock (a test may stand in its own)
