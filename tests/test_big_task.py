@@ -18,6 +18,7 @@ from a2a_grpc.agent import EventPublisher, RequestContext, TaskLimitError
 from a2a_grpc.client import A2AClient
 from a2a_grpc.errors import TaskHistoryFullError
 from a2a_grpc.generated import a2a_pb2
+from a2a_grpc.store.base import TaskQuery, TaskStore, TaskWrite
 from a2a_grpc.tasks.limits import ANSWER_OVERHEAD_BYTES
 
 TaskState = a2a_pb2.TaskState
@@ -170,3 +171,29 @@ async def test_a_list_tasks_page_holds_its_byte_bound_with_one_big_task(
         if not token:
             break
     assert sorted(listed) == sorted([*small, big.id])  # paging reaches every task once
+
+
+async def test_a_list_tasks_page_of_big_tasks_reads_only_the_tasks_it_can_show(store: TaskStore) -> None:
+    """The store stops before the task that would take the page past its bytes (the first comes whatever its
+    size), so ListTasks over a hundred big tasks never reads a hundred of them to send three."""
+    for number in range(6):
+        task = a2a_pb2.Task(id=f"big-{number}", context_id="c")
+        task.status.state = TaskState.TASK_STATE_INPUT_REQUIRED
+        task.status.timestamp.FromMicroseconds(1_000_000 + number)
+        task.history.add(message_id=f"m-{number}").parts.add(text="h" * 10_000)
+        task.artifacts.add(artifact_id="a").parts.add(text="a" * 10_000)
+        await store.apply(TaskWrite(task.id, 1, owner="alice", task=task))
+    one_page = TaskQuery(owner="alice", page_size=100)
+    assert len((await store.list_tasks(one_page)).tasks) == 6
+    cut = TaskQuery(owner="alice", page_size=100, max_bytes=25_000)  # two histories fit, not three
+    page = await store.list_tasks(cut)
+    assert [task.id for task in page.tasks] == ["big-5", "big-4"]
+    assert page.next_page_token
+    rest = await store.list_tasks(
+        TaskQuery(owner="alice", page_size=100, max_bytes=25_000, page_token=page.next_page_token)
+    )
+    assert [task.id for task in rest.tasks] == ["big-3", "big-2"]
+    with_artifacts = TaskQuery(owner="alice", page_size=100, max_bytes=25_000, include_artifacts=True)
+    assert [task.id for task in (await store.list_tasks(with_artifacts)).tasks] == ["big-5"]
+    alone = TaskQuery(owner="alice", page_size=100, max_bytes=100)  # smaller than any task: the first comes
+    assert [task.id for task in (await store.list_tasks(alone)).tasks] == ["big-5"]

@@ -131,6 +131,9 @@ class TaskQuery:
     status_after_us: int | None = None  # microseconds since the epoch, inclusive
     page_token: str = ""
     include_artifacts: bool = False
+    # The page ends, with a token after its last task, before a task whose stored bytes would take it past
+    # this many (its first task is read whatever its size): a page of big tasks is never read whole to be cut.
+    max_bytes: int | None = None
 
 
 @dataclass(slots=True)
@@ -163,6 +166,20 @@ def bounded_page(events: Iterable[TaskEvent], limit: int, max_bytes: int) -> lis
         if size >= max_bytes:
             break
     return page
+
+
+def tasks_within(sizes: Iterable[int], most: int, max_bytes: int | None) -> int:
+    """How many of a page's tasks to read, at most `most`, given their stored bytes in order
+    (`TaskQuery.max_bytes`); the sizes are read only as far as needed."""
+    if max_bytes is None:
+        return most
+    count = held = 0
+    for size in itertools.islice(sizes, most):
+        held += size
+        if count and held > max_bytes:
+            break
+        count += 1
+    return count
 
 
 def page_cut(page: Sequence[TaskEvent], limit: int, max_bytes: int) -> bool:

@@ -43,6 +43,7 @@ from a2a_grpc.store.base import (
     VersionConflictError,
     bounded_page,
     check_kept,
+    tasks_within,
 )
 
 
@@ -205,7 +206,8 @@ class MemoryStore:
         total = len(entries)
         if cursor is not None:
             entries = [e for e in entries if e.sort_key() < cursor]
-        page = entries[: query.page_size]
+        sizes = (_stored_bytes(e.task, query.include_artifacts) for e in entries)
+        page = entries[: tasks_within(sizes, query.page_size, query.max_bytes)]
         token = encode_task_cursor(*page[-1].sort_key()) if len(entries) > len(page) and page else ""
         tasks = [_copy(e.task) if query.include_artifacts else _without_artifacts(e.task) for e in page]
         return TaskPage(tasks=tasks, next_page_token=token, total_size=total)
@@ -354,6 +356,12 @@ def _matches(entry: _Entry, query: TaskQuery) -> bool:
     if query.state and entry.state != query.state:
         return False
     return query.status_after_us is None or entry.ts_us >= query.status_after_us
+
+
+def _stored_bytes(task: a2a_pb2.Task, include_artifacts: bool) -> int:
+    """A listed task's size, measured a message (and an artifact) at a time: upb's ByteSize serializes."""
+    size = task.status.ByteSize() + sum(message.ByteSize() for message in task.history)
+    return size + sum(artifact.ByteSize() for artifact in task.artifacts) if include_artifacts else size
 
 
 def _without_artifacts(task: a2a_pb2.Task) -> a2a_pb2.Task:

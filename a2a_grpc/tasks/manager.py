@@ -111,6 +111,7 @@ class TaskManager:
         """One page of the caller's tasks that match a (validated) ListTasks request, as responses show them,
         within `max_bytes` (`bounded_page`)."""
         query = _task_query(request, page_size, call.owner)
+        query.max_bytes = max_bytes
         history_length = request.history_length if request.HasField("history_length") else None
         try:
             page = await self.store.list_tasks(query)
