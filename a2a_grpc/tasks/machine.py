@@ -497,17 +497,19 @@ class TaskMachine:
     def _count_history(self, message: a2a_pb2.Message | None, *, caller: bool, limited: bool = True) -> None:
         """Count `message` into the history bytes before it joins the history (None: count the history as it
         is); past the limit, a `caller`'s message is TaskHistoryFullError, the agent's TaskLimitError."""
+        task = self.task
         held = self.history_bytes
         if held is None:
-            held = sum(kept.ByteSize() for kept in self.task.history)
+            held = sum(kept.ByteSize() for kept in task.history)
         if message is not None:
+            message.task_id, message.context_id = task.id, task.context_id  # as it will be stored
             held += message.ByteSize()
         limit = self._home.max_history_bytes
         if limited and held > limit:
             if caller:
-                raise history_full(self.task.id, limit, held)
+                raise history_full(task.id, limit, held)
             raise TaskLimitError(
-                f"task {self.task.id} may hold at most {limit} history bytes; this message would make {held}"
+                f"task {task.id} may hold at most {limit} history bytes; this message would make {held}"
             )
         self.history_bytes = held
 
