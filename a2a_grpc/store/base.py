@@ -141,6 +141,7 @@ class TaskPage:
     tasks: list[a2a_pb2.Task] = field(default_factory=list)
     next_page_token: str = ""
     total_size: int = 0
+    sizes: list[int] = field(default_factory=list)  # each task's stored bytes, when a TaskQuery.max_bytes asked
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,18 +169,19 @@ def bounded_page(events: Iterable[TaskEvent], limit: int, max_bytes: int) -> lis
     return page
 
 
-def tasks_within(sizes: Iterable[int], most: int, max_bytes: int | None) -> int:
-    """How many of a page's tasks to read, at most `most`, given their stored bytes in order
-    (`TaskQuery.max_bytes`); the sizes are read only as far as needed."""
+def tasks_within(sizes: Iterable[int], most: int, max_bytes: int | None) -> list[int]:
+    """The stored bytes of the tasks a page reads, at most `most`, given those of its tasks in order
+    (`TaskQuery.max_bytes`; None: no bound, and no sizes); they are read only as far as needed."""
     if max_bytes is None:
-        return most
-    count = held = 0
+        return []
+    within: list[int] = []
+    held = 0
     for size in itertools.islice(sizes, most):
         held += size
-        if count and held > max_bytes:
+        if within and held > max_bytes:
             break
-        count += 1
-    return count
+        within.append(size)
+    return within
 
 
 def page_cut(page: Sequence[TaskEvent], limit: int, max_bytes: int) -> bool:

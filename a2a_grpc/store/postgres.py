@@ -393,13 +393,16 @@ async def _list_tasks(conn: asyncpg.Connection, query: TaskQuery, cursor: tuple[
     if cursor is not None:
         where += f" AND (t.status_ts_us, t.id) < (${len(params) + 1}, ${len(params) + 2})"
         params += cursor
-    size = f"octet_length(t.status) + {_HISTORY_BYTES}" + (f" + {_CHUNK_BYTES}" if query.include_artifacts else "")
+    size = f"octet_length(t.status) + COALESCE(octet_length(t.metadata), 0) + {_HISTORY_BYTES}" + (
+        f" + {_CHUNK_BYTES}" if query.include_artifacts else ""
+    )
     sql = (
         f"SELECT t.id, t.status_ts_us, {size} FROM tasks t WHERE {where}"
         f" ORDER BY t.status_ts_us DESC, t.id DESC LIMIT ${len(params) + 1}"
     )
     rows = await conn.fetch(sql, *params, query.page_size + 1)
-    page = rows[: tasks_within((row[2] for row in rows), query.page_size, query.max_bytes)]
+    sizes = tasks_within((row[2] for row in rows), query.page_size, query.max_bytes)
+    page = rows[: len(sizes) if query.max_bytes is not None else query.page_size]
     token = encode_task_cursor(page[-1]["status_ts_us"], page[-1]["id"]) if len(rows) > len(page) and page else ""
     if not page:
         return TaskPage(next_page_token=token, total_size=total)
@@ -410,7 +413,7 @@ async def _list_tasks(conn: asyncpg.Connection, query: TaskQuery, cursor: tuple[
     )
     by_id = {row["id"]: row for row in loaded}  # read in the same snapshot: every task of the page is there
     tasks = [_task_from_row(by_id[row["id"]], query.include_artifacts) for row in page]
-    return TaskPage(tasks=tasks, next_page_token=token, total_size=total)
+    return TaskPage(tasks=tasks, next_page_token=token, total_size=total, sizes=sizes)
 
 
 def _task_filters(query: TaskQuery) -> tuple[str, list[object]]:

@@ -73,13 +73,16 @@ def list_tasks(conn: sqlite3.Connection, query: TaskQuery, cursor: tuple[int, st
     if cursor is not None:
         where += " AND (status_ts_us, id) < (?, ?)"
         params += cursor
-    size = f"LENGTH(status) + {_HISTORY_BYTES}" + (f" + {_CHUNK_BYTES}" if query.include_artifacts else "")
+    size = f"LENGTH(status) + COALESCE(LENGTH(metadata), 0) + {_HISTORY_BYTES}" + (
+        f" + {_CHUNK_BYTES}" if query.include_artifacts else ""
+    )
     sql = f"SELECT {_TASK_COLUMNS}, {size} FROM tasks WHERE {where} ORDER BY status_ts_us DESC, id DESC LIMIT ?"
     rows = conn.execute(sql, (*params, query.page_size + 1)).fetchall()
-    page = rows[: tasks_within((row[6] for row in rows), query.page_size, query.max_bytes)]
+    sizes = tasks_within((row[6] for row in rows), query.page_size, query.max_bytes)
+    page = rows[: len(sizes) if query.max_bytes is not None else query.page_size]
     token = encode_task_cursor(page[-1][5], page[-1][0]) if len(rows) > len(page) and page else ""
     tasks = [_load_task(conn, row[:6], query.include_artifacts) for row in page]
-    return TaskPage(tasks=tasks, next_page_token=token, total_size=total)
+    return TaskPage(tasks=tasks, next_page_token=token, total_size=total, sizes=sizes)
 
 
 def _task_filters(query: TaskQuery) -> tuple[str, list[object]]:

@@ -2,7 +2,8 @@
 
 upb's `ByteSize()` serializes what it measures: on a whole task it would build the very answer it is asked to
 bound. Here the status, each message and each artifact are measured apart (one of them copied at a time), and
-an answer's size is their sum with the bytes that frame each field. GetTask refuses an answer past its bound
+an answer's size is their sum with the most bytes that can frame each field (a few microseconds for an
+ordinary task, about three times its own ByteSize). GetTask refuses an answer past its bound
 (`check_answer`), naming the `history_length` that fits, so the caller's `history_length` is never cut
 further than asked; a ListTasks page ends before a task that would take it past its bound, and a task too
 large for a page of its own is listed alone and trimmed (`fitted_view`).
@@ -10,7 +11,8 @@ large for a page of its own is listed alone and trimmed (`fitted_view`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 from a2a_grpc.errors import AnswerTooLargeError
 from a2a_grpc.generated import a2a_pb2
@@ -18,11 +20,20 @@ from a2a_grpc.store import page_token_after
 from a2a_grpc.store.base import TaskPage
 from a2a_grpc.tasks.live import task_view
 
+# The most bytes that frame a field of a Task: a one-byte tag (fields 1 to 15) and a length under 4 GiB.
+_FRAME_BYTES = 6
+# A listed task its store says is this small is measured whole, by the ByteSize of its view (exact, and three
+# times as fast as measuring it a part at a time): the copy that makes is as small.
+SMALL_TASK_BYTES = 64 * 1024
+Sized = TypeVar("Sized", a2a_pb2.Message, a2a_pb2.Artifact)
+_MESSAGE_BYTES: Callable[[a2a_pb2.Message], int] = a2a_pb2.Message.ByteSize
+_ARTIFACT_BYTES: Callable[[a2a_pb2.Artifact], int] = a2a_pb2.Artifact.ByteSize
+
 
 def answer_bytes(task: a2a_pb2.Task, history_length: int | None, include_artifacts: bool = True) -> int:
     """The size of `task_view(task, history_length, include_artifacts)`, without building it."""
-    size = _base_bytes(task) + _list_bytes(_shown_history(task, history_length))
-    return size + _list_bytes(task.artifacts) if include_artifacts else size
+    size = _base_bytes(task) + _list_bytes(_shown_history(task, history_length), _MESSAGE_BYTES)
+    return size + _list_bytes(task.artifacts, _ARTIFACT_BYTES) if include_artifacts else size
 
 
 def check_answer(task: a2a_pb2.Task, history_length: int | None, limit: int) -> None:
@@ -49,9 +60,14 @@ def bounded_page(page: TaskPage, history_length: int | None, include_artifacts: 
     shown = TaskPage(next_page_token=page.next_page_token, total_size=page.total_size)
     size = 0
     for index, task in enumerate(page.tasks):
-        size += answer_bytes(task, history_length, include_artifacts)
+        view = None
+        if index < len(page.sizes) and page.sizes[index] <= SMALL_TASK_BYTES:
+            view = task_view(task, history_length, include_artifacts)
+            size += view.ByteSize()
+        else:
+            size += answer_bytes(task, history_length, include_artifacts)
         if size <= max_bytes:
-            shown.tasks.append(task_view(task, history_length, include_artifacts))
+            shown.tasks.append(view if view is not None else task_view(task, history_length, include_artifacts))
             continue
         if not shown.tasks:  # the page's first task
             shown.tasks.append(fitted_view(task, history_length, include_artifacts, max_bytes))
@@ -75,7 +91,7 @@ def fitted_view(task: a2a_pb2.Task, history_length: int | None, include_artifact
     kept, taken = _newest_fitting(history, room)
     view.history.extend(history[len(history) - kept :])
     room -= taken
-    if include_artifacts and _list_bytes(task.artifacts) <= room:
+    if include_artifacts and _list_bytes(task.artifacts, _ARTIFACT_BYTES) <= room:
         view.artifacts.extend(task.artifacts)
     return view
 
@@ -90,7 +106,7 @@ def _newest_fitting(messages: Sequence[a2a_pb2.Message], room: int) -> tuple[int
     """How many of the newest `messages` fit in `room` bytes, and the bytes they take."""
     count = taken = 0
     for message in reversed(messages):
-        size = _framed(message.ByteSize())
+        size = message.ByteSize() + _FRAME_BYTES
         if taken + size > room:
             break
         count, taken = count + 1, taken + size
@@ -99,14 +115,9 @@ def _newest_fitting(messages: Sequence[a2a_pb2.Message], room: int) -> tuple[int
 
 def _base_bytes(task: a2a_pb2.Task) -> int:
     """The task without its history and artifacts."""
-    size = _framed(len(task.id.encode())) + _framed(len(task.context_id.encode())) + _framed(task.status.ByteSize())
-    return size + _framed(task.metadata.ByteSize()) if task.HasField("metadata") else size
+    size = len(task.id.encode()) + len(task.context_id.encode()) + task.status.ByteSize() + 3 * _FRAME_BYTES
+    return size + task.metadata.ByteSize() + _FRAME_BYTES if task.HasField("metadata") else size
 
 
-def _list_bytes(items: Sequence[a2a_pb2.Message] | Sequence[a2a_pb2.Artifact]) -> int:
-    return sum(_framed(item.ByteSize()) for item in items)
-
-
-def _framed(size: int) -> int:
-    """A length-delimited field of `size` bytes: its one-byte tag, its length as a varint, and the bytes."""
-    return 1 + max(1, (size.bit_length() + 6) // 7) + size
+def _list_bytes(items: Sequence[Sized], size_of: Callable[[Sized], int]) -> int:
+    return sum(map(size_of, items)) + _FRAME_BYTES * len(items)
