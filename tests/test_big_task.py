@@ -12,7 +12,7 @@ import grpc
 import pytest
 from agents import OutcomeAgent
 from conftest import V1, StartServer, user_message
-from rpc_helpers import Clients, assert_error, rpc_error
+from rpc_helpers import Clients, assert_error, rpc_error, stream_error
 
 from a2a_grpc.agent import EventPublisher, RequestContext, TaskLimitError
 from a2a_grpc.client import A2AClient
@@ -129,7 +129,11 @@ async def test_get_task_of_a_task_past_its_answer_bound_is_refused_naming_the_hi
     task = await grow(clients.stub(first), turns=6, text=big)  # 6 x 20 KB: past the bound below
     await first.stop(0)
     second = await start_server(
-        agent=OutcomeAgent(), store_url=store_url, max_history_bytes_per_task=1_000, max_artifact_bytes_per_task=1_000
+        agent=OutcomeAgent(),
+        store_url=store_url,
+        max_history_bytes_per_task=1_000,
+        max_artifact_bytes_per_task=1_000,
+        max_list_page_bytes=10_000,
     )
     limit = 2 * 1_000 + 1_000 + ANSWER_OVERHEAD_BYTES
     stub = clients.stub(second)
@@ -143,6 +147,9 @@ async def test_get_task_of_a_task_past_its_answer_bound_is_refused_naming_the_hi
     too_many = a2a_pb2.GetTaskRequest(id=task.id, history_length=fits + 2)  # never cut to fit: refused
     error = await rpc_error(stub.GetTask(too_many, metadata=V1))
     assert_error(error, grpc.StatusCode.RESOURCE_EXHAUSTED, "ANSWER_TOO_LARGE", historyLengthThatFits=str(fits))
+    stream = stub.SubscribeToTask(a2a_pb2.SubscribeToTaskRequest(id=task.id), metadata=V1)
+    error = await stream_error(stream)  # its first event, the whole task, passes gRPC's send limit: nothing leaves
+    assert error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, error
 
 
 async def test_a_list_tasks_page_holds_its_byte_bound_with_one_big_task(
