@@ -28,7 +28,7 @@ class PublisherError(RuntimeError):
 
 
 class TaskLimitError(RuntimeError):
-    """A publish would take the task past what the server lets one task hold (its artifact bytes); nothing
+    """A publish would take the task past what the server lets one task hold (its artifact or history bytes); nothing
     was published. Left unhandled, it fails the task with a message that says so."""
 
 

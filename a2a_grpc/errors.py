@@ -203,6 +203,19 @@ class TooManyPushConfigsError(ResourceExhaustedError):
     reason = "TOO_MANY_PUSH_CONFIGS"
 
 
+class TaskHistoryFullError(ResourceExhaustedError):
+    """Not an A2A error: the message would take the task's history past the bytes it may hold; use a new task."""
+
+    reason = "TASK_HISTORY_FULL"
+
+
+class AnswerTooLargeError(ResourceExhaustedError):
+    """Not an A2A error: the task the caller asked for would make an answer larger than the server sends;
+    ask for less of its history (`history_length`)."""
+
+    reason = "ANSWER_TOO_LARGE"
+
+
 class FailedPreconditionError(A2AError):
     code = grpc.StatusCode.FAILED_PRECONDITION
 
@@ -290,6 +303,8 @@ ERROR_TABLE: tuple[type[A2AError], ...] = (
     RateLimitedError,
     TooManyStreamsError,
     TooManyPushConfigsError,
+    TaskHistoryFullError,
+    AnswerTooLargeError,
     MethodNotFoundError,
 )
 ERROR_BY_REASON: dict[str, type[A2AError]] = {

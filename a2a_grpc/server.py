@@ -84,7 +84,7 @@ class ServerSettings:
     missing_version_means: str = defaults.MISSING_VERSION_MEANS
     bearer_tokens: dict[str, str] = field(default_factory=dict)
     auth: AuthSettings = field(default_factory=AuthSettings)  # JWTs and API keys (a2a_grpc.auth)
-    max_message_bytes: int = 4 * 1024 * 1024  # the largest request accepted; responses are not limited
+    max_message_bytes: int = 4 * 1024 * 1024  # the largest request accepted (answers: TaskLimits.max_answer_bytes)
     max_metadata_bytes: int = 16 * 1024  # request headers; larger ones get RESOURCE_EXHAUSTED from the transport
     negotiate_extensions: bool = defaults.NEGOTIATE_EXTENSIONS
     # A2A 0.3 clients' service (a2a.v1.A2AService) beside 1.0's, and the 0.3 fields in the card (a2a_grpc.v0_3)
@@ -110,6 +110,7 @@ class ServerSettings:
     max_history_per_task: int = defaults.MAX_HISTORY_PER_TASK  # messages a task keeps; older ones are dropped
     max_artifact_bytes_per_task: int = defaults.MAX_ARTIFACT_BYTES_PER_TASK  # past it, the agent's publish fails
     max_push_configs_per_task: int = defaults.MAX_PUSH_CONFIGS_PER_TASK  # one more: RESOURCE_EXHAUSTED
+    max_history_bytes_per_task: int = defaults.MAX_HISTORY_BYTES_PER_TASK  # past it, a message is RESOURCE_EXHAUSTED
     # One of the processes of `a2a-grpc serve --workers N`: both ports are shared with the others
     # (SO_REUSEPORT), and every A2A call's trailers name this process.
     worker_mode: bool = False
@@ -263,6 +264,12 @@ class A2AServer:
         self._access_log: AccessLog | None = None  # made at start, flushed at stop
         self._worker_metrics: WorkerMetrics | None = None
         self.push = self._push_service() if self.card.capabilities.push_notifications else None
+        self.task_limits = TaskLimits(
+            settings.max_history_per_task,
+            settings.max_artifact_bytes_per_task,
+            settings.max_push_configs_per_task,
+            settings.max_history_bytes_per_task,
+        )
         self.manager = TaskManager(
             self.store,
             self.agent,
@@ -271,9 +278,7 @@ class A2AServer:
             lease_seconds=settings.lease_seconds,
             poll_seconds=settings.poll_seconds,
             on_push_due=self.push.wake if self.push is not None else None,
-            limits=TaskLimits(
-                settings.max_history_per_task, settings.max_artifact_bytes_per_task, settings.max_push_configs_per_task
-            ),
+            limits=self.task_limits,
             event_retention_seconds=settings.event_retention_seconds,
             credential_headers=_api_key_headers(self.card, self.extended_card),
         )
@@ -328,8 +333,8 @@ class A2AServer:
         server = grpc.aio.server(
             options=[
                 ("grpc.max_receive_message_length", settings.max_message_bytes),
-                # A task's history only grows: a limit here would make a long task unreadable.
-                ("grpc.max_send_message_length", -1),
+                # Nothing larger than a task within its limits leaves (with room for a 0.3 client's form of it).
+                ("grpc.max_send_message_length", self.task_limits.max_send_bytes(settings.max_list_page_bytes)),
                 # soft = hard limit: gRPC otherwise refuses headers between 8 and 16 KiB at random
                 ("grpc.max_metadata_size", settings.max_metadata_bytes),
                 ("grpc.absolute_max_metadata_size", settings.max_metadata_bytes),
@@ -346,6 +351,7 @@ class A2AServer:
             max_extension_payload_bytes=settings.max_extension_payload_bytes,
             check_webhook=self.push.check_webhook if self.push is not None else None,
             max_parts=settings.max_parts,
+            max_answer_bytes=self.task_limits.max_answer_bytes,
         )
         faces = [(V10_FACE, servicer), *([(V03_FACE, V03Servicer(servicer))] if self._serves_v03 else [])]
         for face, face_servicer in faces:

@@ -31,6 +31,8 @@ from a2a_grpc.protocol import STREAM_AFTER_HEADER
 from a2a_grpc.push.guard import PushTargetRefused
 from a2a_grpc.settings.defaults import MAX_LIST_PAGE_BYTES as MAX_LIST_PAGE_BYTES
 from a2a_grpc.tasks import Subscriber, SubscriptionStoppedError, TaskManager, TaskRun, task_view, wait_durable
+from a2a_grpc.tasks.answers import check_answer
+from a2a_grpc.tasks.limits import DEFAULT_TASK_LIMITS
 from a2a_grpc.validation import (
     MAX_PARTS,
     validate,
@@ -63,8 +65,10 @@ class A2AServicer:
         max_extension_payload_bytes: int = MAX_EXTENSION_PAYLOAD_BYTES,
         check_webhook: Callable[[str], Awaitable[None]] | None = None,
         max_parts: int = MAX_PARTS,
+        max_answer_bytes: int = DEFAULT_TASK_LIMITS.max_answer_bytes,
     ) -> None:
         self._check_webhook = check_webhook
+        self.max_answer_bytes = max_answer_bytes  # a larger GetTask answer is refused before it is built
         self.max_parts = max_parts
         self.manager = manager
         self.max_list_page_bytes = max_list_page_bytes
@@ -169,7 +173,9 @@ class A2AServicer:
     async def GetTask(self, request: a2a_pb2.GetTaskRequest, call: CallContext) -> a2a_pb2.Task:
         validate_get(request)
         task = await self.manager.get_task(request.id, call)
-        return task_view(task, request.history_length if request.HasField("history_length") else None)
+        history_length = request.history_length if request.HasField("history_length") else None
+        check_answer(task, history_length, self.max_answer_bytes)
+        return task_view(task, history_length)
 
     async def ListTasks(self, request: a2a_pb2.ListTasksRequest, call: CallContext) -> a2a_pb2.ListTasksResponse:
         page_size = validate_list(request)

@@ -32,6 +32,9 @@ MAX_EXTENSIONS_PER_CALL: Final = 32
 MAX_HISTORY_PER_TASK: Final = 1000
 MAX_PUSH_CONFIGS_PER_TASK: Final = 10
 MAX_ARTIFACT_BYTES_PER_TASK: Final = 64 * 1024 * 1024
+# Sixteen requests of gRPC's default 4 MiB, or thousands of ordinary messages; a message past them is refused
+# (RESOURCE_EXHAUSTED, TASK_HISTORY_FULL), an agent's publish fails.
+MAX_HISTORY_BYTES_PER_TASK: Final = 64 * 1024 * 1024
 
 # Store and replicas
 STORE_POOL_SIZE: Final = 10  # connections to a PostgreSQL store, per process

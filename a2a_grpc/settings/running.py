@@ -21,7 +21,8 @@ LIMIT_SETTINGS = (
         default_note="3 MiB",
         help="a ListTasks page ends early, with a next page token, past this many bytes",
         doc="a ListTasks page ends early, with a next page token, once its tasks pass this size, so every page fits "
-        "a client with gRPC's default 4 MiB receive limit (a single larger task still comes alone)",
+        "a client with gRPC's default 4 MiB receive limit (a single larger task comes alone, trimmed to fit: see "
+        "[Limits](#limits))",
     ),
     Setting(
         "max_subscriber_buffer_bytes",
@@ -126,6 +127,18 @@ LIMIT_SETTINGS = (
         help="bytes a task's artifacts may take; the agent's publish past them fails (and, unhandled, the task)",
         doc="bytes a task's artifacts may take (a replaced artifact counts at its new size); the agent's publish "
         "past them raises `TaskLimitError` and, unhandled, fails the task saying why",
+    ),
+    Setting(
+        "max_history_bytes_per_task",
+        field="max_history_bytes_per_task",
+        default_value=defaults.MAX_HISTORY_BYTES_PER_TASK,
+        convert=setting_types.byte_count,
+        default_note="64 MiB",
+        help="bytes a task's history may take; a message past them is RESOURCE_EXHAUSTED, the agent's publish fails",
+        doc="bytes a task's history may take (sixteen 4 MiB requests, or thousands of ordinary messages); a message "
+        "that would pass them is `RESOURCE_EXHAUSTED` with reason `TASK_HISTORY_FULL` (continue in a new task), and "
+        "the agent's publish raises `TaskLimitError`. With the artifact bytes it bounds a task's answer: see "
+        "[Limits](#limits)",
     ),
 )
 

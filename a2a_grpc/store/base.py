@@ -146,6 +146,9 @@ class TaskQuery:
     status_after_us: int | None = None  # microseconds since the epoch, inclusive
     page_token: str = ""
     include_artifacts: bool = False
+    # The page ends, with a token after its last task, before a task whose stored bytes would take it past
+    # this many (its first task is read whatever its size): a page of big tasks is never read whole to be cut.
+    max_bytes: int | None = None
 
 
 @dataclass(slots=True)
@@ -153,6 +156,7 @@ class TaskPage:
     tasks: list[a2a_pb2.Task] = field(default_factory=list)
     next_page_token: str = ""
     total_size: int = 0
+    sizes: list[int] = field(default_factory=list)  # each task's stored bytes, when a TaskQuery.max_bytes asked
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,6 +182,21 @@ def bounded_page(events: Iterable[TaskEvent], limit: int, max_bytes: int) -> lis
         if size >= max_bytes:
             break
     return page
+
+
+def tasks_within(sizes: Iterable[int], most: int, max_bytes: int | None) -> list[int]:
+    """The stored bytes of the tasks a page reads, at most `most`, given those of its tasks in order
+    (`TaskQuery.max_bytes`; None: no bound, and no sizes); they are read only as far as needed."""
+    if max_bytes is None:
+        return []
+    within: list[int] = []
+    held = 0
+    for size in itertools.islice(sizes, most):
+        held += size
+        if within and held > max_bytes:
+            break
+        within.append(size)
+    return within
 
 
 def page_cut(page: Sequence[TaskEvent], limit: int, max_bytes: int) -> bool:

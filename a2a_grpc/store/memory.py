@@ -43,6 +43,7 @@ from a2a_grpc.store.base import (
     VersionConflictError,
     bounded_page,
     check_kept,
+    tasks_within,
 )
 
 
@@ -205,10 +206,13 @@ class MemoryStore:
         total = len(entries)
         if cursor is not None:
             entries = [e for e in entries if e.sort_key() < cursor]
-        page = entries[: query.page_size]
+        sizes = tasks_within(
+            (_stored_bytes(e.task, query.include_artifacts) for e in entries), query.page_size, query.max_bytes
+        )
+        page = entries[: len(sizes) if query.max_bytes is not None else query.page_size]
         token = encode_task_cursor(*page[-1].sort_key()) if len(entries) > len(page) and page else ""
         tasks = [_copy(e.task) if query.include_artifacts else _without_artifacts(e.task) for e in page]
-        return TaskPage(tasks=tasks, next_page_token=token, total_size=total)
+        return TaskPage(tasks=tasks, next_page_token=token, total_size=total, sizes=sizes)
 
     async def put_push_config(
         self, owner: str, config: a2a_pb2.TaskPushNotificationConfig, delivered: int | None = None
@@ -354,6 +358,12 @@ def _matches(entry: _Entry, query: TaskQuery) -> bool:
     if query.state and entry.state != query.state:
         return False
     return query.status_after_us is None or entry.ts_us >= query.status_after_us
+
+
+def _stored_bytes(task: a2a_pb2.Task, include_artifacts: bool) -> int:
+    """A listed task's size, measured a message (and an artifact) at a time: upb's ByteSize serializes."""
+    size = task.status.ByteSize() + task.metadata.ByteSize() + sum(map(a2a_pb2.Message.ByteSize, task.history))
+    return size + sum(map(a2a_pb2.Artifact.ByteSize, task.artifacts)) if include_artifacts else size
 
 
 def _without_artifacts(task: a2a_pb2.Task) -> a2a_pb2.Task:

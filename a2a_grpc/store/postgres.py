@@ -47,6 +47,7 @@ from a2a_grpc.store.base import (
     TaskQuery,
     TaskWrite,
     check_kept,
+    tasks_within,
 )
 from a2a_grpc.store.postgres_common import as_store_error, has_nul, import_asyncpg, row_count, translated
 from a2a_grpc.store.postgres_schema import RUNNING_SQL, TERMINAL_SQL, create_schema
@@ -67,6 +68,9 @@ _CHUNK_ARRAYS: Final = (
     "ARRAY(SELECT c.append FROM artifact_chunks c WHERE c.task_id = t.id ORDER BY c.seq),"
     " ARRAY(SELECT c.blob FROM artifact_chunks c WHERE c.task_id = t.id ORDER BY c.seq)"
 )
+# A listed task's stored bytes (octet_length reads no TOASTed content): its history, with its artifacts.
+_HISTORY_BYTES: Final = "(SELECT COALESCE(SUM(octet_length(h.blob)), 0) FROM history h WHERE h.task_id = t.id)"
+_CHUNK_BYTES: Final = "(SELECT COALESCE(SUM(octet_length(c.blob)), 0) FROM artifact_chunks c WHERE c.task_id = t.id)"
 _GET_TASK: Final = (
     f"SELECT {_TASK_COLUMNS}, {_HISTORY_ARRAY}, {_CHUNK_ARRAYS} FROM tasks t WHERE t.id = $1 AND t.owner = $2"
 )
@@ -390,16 +394,27 @@ async def _list_tasks(conn: asyncpg.Connection, query: TaskQuery, cursor: tuple[
     if cursor is not None:
         where += f" AND (t.status_ts_us, t.id) < (${len(params) + 1}, ${len(params) + 2})"
         params += cursor
-    chunks = f", {_CHUNK_ARRAYS}" if query.include_artifacts else ""
+    size = f"octet_length(t.status) + COALESCE(octet_length(t.metadata), 0) + {_HISTORY_BYTES}" + (
+        f" + {_CHUNK_BYTES}" if query.include_artifacts else ""
+    )
     sql = (
-        f"SELECT {_TASK_COLUMNS}, {_HISTORY_ARRAY}{chunks} FROM tasks t WHERE {where}"
+        f"SELECT t.id, t.status_ts_us, {size} FROM tasks t WHERE {where}"
         f" ORDER BY t.status_ts_us DESC, t.id DESC LIMIT ${len(params) + 1}"
     )
     rows = await conn.fetch(sql, *params, query.page_size + 1)
-    page = rows[: query.page_size]
+    sizes = tasks_within((row[2] for row in rows), query.page_size, query.max_bytes)
+    page = rows[: len(sizes) if query.max_bytes is not None else query.page_size]
     token = encode_task_cursor(page[-1]["status_ts_us"], page[-1]["id"]) if len(rows) > len(page) and page else ""
-    tasks = [_task_from_row(row, query.include_artifacts) for row in page]
-    return TaskPage(tasks=tasks, next_page_token=token, total_size=total)
+    if not page:
+        return TaskPage(next_page_token=token, total_size=total)
+    chunks = f", {_CHUNK_ARRAYS}" if query.include_artifacts else ""
+    loaded = await conn.fetch(
+        f"SELECT {_TASK_COLUMNS}, {_HISTORY_ARRAY}{chunks} FROM tasks t WHERE t.id = ANY($1::text[])",
+        [row["id"] for row in page],
+    )
+    by_id = {row["id"]: row for row in loaded}  # read in the same snapshot: every task of the page is there
+    tasks = [_task_from_row(by_id[row["id"]], query.include_artifacts) for row in page]
+    return TaskPage(tasks=tasks, next_page_token=token, total_size=total, sizes=sizes)
 
 
 def _task_filters(query: TaskQuery) -> tuple[str, list[object]]:

@@ -12,7 +12,7 @@ from a2a_grpc.artifacts import apply_artifact_chunk
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.protocol import RUNNING_STATES
 from a2a_grpc.store._codec import encode_task_cursor
-from a2a_grpc.store.base import LoadedTask, TaskEvent, TaskPage, TaskQuery, bounded_page, check_kept
+from a2a_grpc.store.base import LoadedTask, TaskEvent, TaskPage, TaskQuery, bounded_page, check_kept, tasks_within
 from a2a_grpc.store.sqlite_errors import as_store_error
 
 T = TypeVar("T")
@@ -20,6 +20,9 @@ T = TypeVar("T")
 _SELECT_EVENTS: Final = "SELECT seq, state, body FROM task_events WHERE task_id = ? AND seq > ? ORDER BY seq LIMIT ?"
 SELECT_CHUNKS: Final = "SELECT artifact_id, append, chunk FROM artifacts WHERE task_id = ? ORDER BY seq"
 _TASK_COLUMNS: Final = "id, owner, context_id, status, metadata, status_ts_us"
+# A listed task's stored bytes (SQLite's length() of a blob reads no content): its history, with its artifacts.
+_HISTORY_BYTES: Final = "(SELECT COALESCE(SUM(LENGTH(message)), 0) FROM history h WHERE h.task_id = tasks.id)"
+_CHUNK_BYTES: Final = "(SELECT COALESCE(SUM(LENGTH(chunk)), 0) FROM artifacts a WHERE a.task_id = tasks.id)"
 
 
 def in_snapshot(conn: sqlite3.Connection, read: Callable[[], T]) -> T:
@@ -70,12 +73,16 @@ def list_tasks(conn: sqlite3.Connection, query: TaskQuery, cursor: tuple[int, st
     if cursor is not None:
         where += " AND (status_ts_us, id) < (?, ?)"
         params += cursor
-    sql = f"SELECT {_TASK_COLUMNS} FROM tasks WHERE {where} ORDER BY status_ts_us DESC, id DESC LIMIT ?"
+    size = f"LENGTH(status) + COALESCE(LENGTH(metadata), 0) + {_HISTORY_BYTES}" + (
+        f" + {_CHUNK_BYTES}" if query.include_artifacts else ""
+    )
+    sql = f"SELECT {_TASK_COLUMNS}, {size} FROM tasks WHERE {where} ORDER BY status_ts_us DESC, id DESC LIMIT ?"
     rows = conn.execute(sql, (*params, query.page_size + 1)).fetchall()
-    page = rows[: query.page_size]
+    sizes = tasks_within((row[6] for row in rows), query.page_size, query.max_bytes)
+    page = rows[: len(sizes) if query.max_bytes is not None else query.page_size]
     token = encode_task_cursor(page[-1][5], page[-1][0]) if len(rows) > len(page) and page else ""
-    tasks = [_load_task(conn, row, query.include_artifacts) for row in page]
-    return TaskPage(tasks=tasks, next_page_token=token, total_size=total)
+    tasks = [_load_task(conn, row[:6], query.include_artifacts) for row in page]
+    return TaskPage(tasks=tasks, next_page_token=token, total_size=total, sizes=sizes)
 
 
 def _task_filters(query: TaskQuery) -> tuple[str, list[object]]:

@@ -3,6 +3,7 @@
 from a2a_grpc.protocol import TERMINAL_STATES
 from a2a_grpc.tasks.limits import (
     MAX_ARTIFACT_BYTES_PER_TASK,
+    MAX_HISTORY_BYTES_PER_TASK,
     MAX_HISTORY_PER_TASK,
     MAX_PUSH_CONFIGS_PER_TASK,
     TaskLimits,
@@ -18,6 +19,7 @@ __all__ = [
     "EVENT_RETENTION_SECONDS",
     "LEASE_SECONDS",
     "MAX_ARTIFACT_BYTES_PER_TASK",
+    "MAX_HISTORY_BYTES_PER_TASK",
     "MAX_HISTORY_PER_TASK",
     "MAX_PUSH_CONFIGS_PER_TASK",
     "POLL_SECONDS",

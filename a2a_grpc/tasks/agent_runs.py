@@ -66,26 +66,26 @@ class AgentRuns:
             await self.executor.execute(run.context, publisher)
         except asyncio.CancelledError as error:  # only shutdown cancels a run that CancelTask did not settle
             if machine.is_running(run):
-                run.record_status(a2a_pb2.TASK_STATE_FAILED, stopped_message(publisher.agent_message()))
+                run.record_outcome(a2a_pb2.TASK_STATE_FAILED, stopped_message(publisher.agent_message()))
             return error
         except TaskLimitError as error:
             log.warning("agent failed on task %s: %s", run.task_id, error)
             if machine.is_running(run):
                 failure = publisher.agent_message(f"The task reached a limit of this server: {error}.")
-                run.record_status(a2a_pb2.TASK_STATE_FAILED, failure)
+                run.record_outcome(a2a_pb2.TASK_STATE_FAILED, failure)
             return error
         except Exception as error:
             log.exception("agent failed on task %s", run.task_id)
             if machine.is_running(run):
-                run.record_status(a2a_pb2.TASK_STATE_FAILED, publisher.agent_message("The agent failed."))
+                run.record_outcome(a2a_pb2.TASK_STATE_FAILED, publisher.agent_message("The agent failed."))
             return error
         else:
             if machine.is_running(run) and run.context.cancel_requested:
-                run.record_status(a2a_pb2.TASK_STATE_CANCELED, None)
+                run.record_outcome(a2a_pb2.TASK_STATE_CANCELED, None)
             elif machine.is_running(run):
                 log.warning("agent returned without settling task %s", run.task_id)
                 message = publisher.agent_message("The agent ended without a result.")
-                run.record_status(a2a_pb2.TASK_STATE_FAILED, message)
+                run.record_outcome(a2a_pb2.TASK_STATE_FAILED, message)
         return None
 
     def _run_finished(self, run: TaskRun) -> None:
@@ -114,7 +114,7 @@ class AgentRuns:
         except Exception:
             log.exception("agent cancel handler failed on task %s", run.task_id)
         if run.machine.is_running(run):
-            run.record_status(a2a_pb2.TASK_STATE_CANCELED, None)
+            run.record_outcome(a2a_pb2.TASK_STATE_CANCELED, None)
         runner = run.runner
         if runner is not None and not runner.done():
             runner.cancel()

@@ -31,6 +31,7 @@ class LiveTasks:
         self.store = store
         self.max_history = limits.max_history
         self.max_artifact_bytes = limits.max_artifact_bytes
+        self.max_history_bytes = limits.max_history_bytes
         self.subscriber_buffer_bytes = subscriber_buffer_bytes
         self._by_id: dict[str, TaskMachine] = {}
         self._loading: dict[tuple[str, str], asyncio.Future[TaskMachine | None]] = {}  # see _loaded

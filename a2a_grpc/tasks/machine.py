@@ -28,7 +28,7 @@ from a2a_grpc.protocol import INTERRUPTED_STATES, TERMINAL_STATES
 from a2a_grpc.store.base import TaskEvent, TaskWrite, WriteChain
 from a2a_grpc.tasks.agent_view import CallClock
 from a2a_grpc.tasks.live import SETTLED_STATES, TaskState, copy_artifact, copy_task, stamp_now
-from a2a_grpc.tasks.rules import check_resumable, not_cancelable, stopped_message
+from a2a_grpc.tasks.rules import check_resumable, history_full, not_cancelable, stopped_message
 from a2a_grpc.tasks.subscriber import Subscriber, TaskLog, wait_durable
 
 if TYPE_CHECKING:  # opentelemetry is an optional extra: tracing is imported only where it is on
@@ -73,6 +73,9 @@ class TaskHome(Protocol):
 
     @property
     def max_artifact_bytes(self) -> int: ...
+
+    @property
+    def max_history_bytes(self) -> int: ...
 
     def log(self, machine: TaskMachine) -> TaskLog: ...
 
@@ -158,6 +161,11 @@ class TaskRun:
     def record_status(self, state: a2a_pb2.TaskState, message: a2a_pb2.Message | None) -> None:
         self.machine.publish_status(self, state, message)
 
+    def record_outcome(self, state: a2a_pb2.TaskState, message: a2a_pb2.Message | None) -> None:
+        """The server settles the run for its agent (failed, stopped, canceled): its short message joins the
+        history even past the task's history bytes, and nothing joins it after that."""
+        self.machine.publish_status(self, state, message, limited=False)
+
     def record_artifact(self, artifact: a2a_pb2.Artifact, append: bool, last_chunk: bool) -> None:
         self.machine.publish_artifact(self, artifact, append, last_chunk)
 
@@ -179,6 +187,7 @@ class TaskMachine:
         "_home",
         "artifact_bytes",
         "chain",
+        "history_bytes",
         "last_write",
         "owner",
         "pending",
@@ -211,6 +220,7 @@ class TaskMachine:
         self.last_write: asyncio.Future[None] | None = None
         self.write_error: BaseException | None = None  # what callers got for the first write that failed
         self.artifact_bytes: int | None = None  # counted from the task's artifacts when first needed
+        self.history_bytes: int | None = None  # counted from the task's history when first needed
 
     @property
     def state(self) -> int:
@@ -257,9 +267,12 @@ class TaskMachine:
         message = context.message
         if created and (self.version > 0 or self.phase is not Phase.IDLE):
             raise TransitionError(f"task {self.task.id} was created already")
-        if not created:
+        if created:
+            self._count_history(None, caller=True)  # the new task's history holds its message
+        else:
             self._check_not_dropped()
             check_resumable(self.task, message, busy=self.phase is not Phase.INTERRUPTED)
+            self._count_history(message, caller=True)
             message.context_id = self.task.context_id
             self._change_status(a2a_pb2.TASK_STATE_WORKING, None, message)  # before the run: see _flush_pending
         run = self.run = TaskRun(self, context, self._home.loop, created=created, trace=trace, clock=clock)
@@ -284,8 +297,13 @@ class TaskMachine:
 
     # ---- what the run's agent publishes --------------------------------------------------------
 
-    def publish_status(self, run: TaskRun, state: a2a_pb2.TaskState, message: a2a_pb2.Message | None) -> None:
+    def publish_status(
+        self, run: TaskRun, state: a2a_pb2.TaskState, message: a2a_pb2.Message | None, *, limited: bool = True
+    ) -> None:
+        """`limited`: a message past the task's history bytes raises TaskLimitError (the agent's)."""
         self._check_publishing(run)
+        if message is not None:
+            self._count_history(message, caller=False, limited=limited)
         self._change_status(state, message)
         if state in SETTLED_STATES:
             self._settle(run, state)
@@ -346,6 +364,8 @@ class TaskMachine:
             raise TransitionError(
                 f"task {self.task.id} cannot be made {TaskState.Name(state)} while {self.phase.value}"
             )
+        if message is not None:
+            self._count_history(message, caller=False, limited=False)
         self._change_status(state, message)
 
     # ---- cancel --------------------------------------------------------------------------------
@@ -378,7 +398,7 @@ class TaskMachine:
         needs it."""
         if self.is_running(run):  # cancelled before the agent's first step
             stopped = stopped_message(a2a_pb2.Message(message_id=new_id(), role=a2a_pb2.ROLE_AGENT))
-            self.publish_status(run, a2a_pb2.TASK_STATE_FAILED, stopped)
+            run.record_outcome(a2a_pb2.TASK_STATE_FAILED, stopped)
         self.end_cancel_run(run)
         if self.run is None:  # nothing more of the run is coming this turn (a newer run's write keeps its turn)
             self.flush(run.trace)
@@ -401,7 +421,7 @@ class TaskMachine:
         self.phase = _resting_phase(task.status.state)
         self.replaced = 0
         self.rebuild_after = compaction.REBUILD_FLOOR
-        self.artifact_bytes = None  # counted afresh from the artifacts it has now
+        self.artifact_bytes = self.history_bytes = None  # counted afresh from what it holds now
         self.chain = WriteChain()  # its next write follows the version loaded, not its own last one
 
     # ---- changes, events and the pending write ---------------------------------------------------
@@ -432,6 +452,8 @@ class TaskMachine:
                 write.history.append(task.history[-1])
         excess = len(task.history) - self._home.max_history
         if excess > 0:
+            if self.history_bytes is not None:
+                self.history_bytes -= sum(dropped.ByteSize() for dropped in task.history[:excess])
             del task.history[:excess]
             write.history_kept = self._home.max_history
         if compaction.set_status(self, status):
@@ -471,6 +493,25 @@ class TaskMachine:
                     held -= artifact.ByteSize()
                     break
         return held + chunk.ByteSize()
+
+    def _count_history(self, message: a2a_pb2.Message | None, *, caller: bool, limited: bool = True) -> None:
+        """Count `message` into the history bytes before it joins the history (None: count the history as it
+        is); past the limit, a `caller`'s message is TaskHistoryFullError, the agent's TaskLimitError."""
+        task = self.task
+        held = self.history_bytes
+        if held is None:
+            held = sum(kept.ByteSize() for kept in task.history)
+        if message is not None:
+            message.task_id, message.context_id = task.id, task.context_id  # as it will be stored
+            held += message.ByteSize()
+        limit = self._home.max_history_bytes
+        if limited and held > limit:
+            if caller:
+                raise history_full(task.id, limit, held)
+            raise TaskLimitError(
+                f"task {task.id} may hold at most {limit} history bytes; this message would make {held}"
+            )
+        self.history_bytes = held
 
     def _rebuilt(self) -> None:
         pending = self.pending

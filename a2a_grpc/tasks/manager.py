@@ -32,12 +32,13 @@ from a2a_grpc.errors import (
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.ids import new_id
 from a2a_grpc.protocol import RUNNING_STATES, STREAM_AFTER_HEADER, TERMINAL_STATES
-from a2a_grpc.store import config_page_token_after, page_token_after
+from a2a_grpc.store import config_page_token_after
 from a2a_grpc.store.base import InvalidPageTokenError, SharedStore, TaskPage, TaskQuery, TaskStore
 from a2a_grpc.tasks.agent_runs import AgentRuns
 from a2a_grpc.tasks.agent_view import AgentView, CallClock
+from a2a_grpc.tasks.answers import bounded_page
 from a2a_grpc.tasks.limits import DEFAULT_TASK_LIMITS, TaskLimits
-from a2a_grpc.tasks.live import copy_task, stamp_now, task_view
+from a2a_grpc.tasks.live import copy_task, stamp_now
 from a2a_grpc.tasks.live_tasks import LiveTasks
 from a2a_grpc.tasks.machine import Phase, Subscription, TaskMachine, TaskRun
 from a2a_grpc.tasks.replicas import LEASE_SECONDS, POLL_SECONDS, ReplicaKeeper
@@ -107,24 +108,16 @@ class TaskManager:
     async def list_tasks(
         self, request: a2a_pb2.ListTasksRequest, page_size: int, call: CallContext, max_bytes: int
     ) -> TaskPage:
-        """One page of the caller's tasks that match a (validated) ListTasks request, as responses show them;
-        a page whose tasks pass `max_bytes` ends early, and the next one starts after its last."""
+        """One page of the caller's tasks that match a (validated) ListTasks request, as responses show them,
+        within `max_bytes` (`bounded_page`)."""
         query = _task_query(request, page_size, call.owner)
+        query.max_bytes = max_bytes
         history_length = request.history_length if request.HasField("history_length") else None
         try:
             page = await self.store.list_tasks(query)
         except InvalidPageTokenError:
             raise bad_page_token() from None
-        shown = TaskPage(next_page_token=page.next_page_token, total_size=page.total_size)
-        size = 0
-        for task in page.tasks:
-            view = task_view(task, history_length, query.include_artifacts)
-            size += view.ByteSize()
-            if size > max_bytes and shown.tasks:
-                shown.next_page_token = page_token_after(shown.tasks[-1])
-                break
-            shown.tasks.append(view)
-        return shown
+        return bounded_page(page, history_length, query.include_artifacts, max_bytes)
 
     # ---- push notification configs -------------------------------------------------------------
 

@@ -8,6 +8,7 @@ from a2a_grpc.errors import (
     PushNotificationConfigNotFoundError,
     StorageUnavailableError,
     TaskChangedError,
+    TaskHistoryFullError,
     TaskNotCancelableError,
     TaskNotFoundError,
     UnsupportedOperationError,
@@ -38,6 +39,14 @@ def check_resumable(task: a2a_pb2.Task, message: a2a_pb2.Message, *, busy: bool)
         raise UnsupportedOperationError(
             f"task {task.id} is still processing an earlier message", metadata={"taskId": task.id}
         )
+
+
+def history_full(task_id: str, limit: int, held: int) -> TaskHistoryFullError:
+    return TaskHistoryFullError(
+        f"task {task_id} may hold at most {limit} bytes of history and this message would make {held}; "
+        "continue in a new task",
+        metadata={"taskId": task_id, "limit": str(limit)},
+    )
 
 
 def stopped_message(message: a2a_pb2.Message) -> a2a_pb2.Message:

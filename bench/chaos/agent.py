@@ -4,7 +4,9 @@
 - `ask`: INPUT_REQUIRED; the next message on the task streams STREAM_CHUNKS chunks a few ms apart, then
   COMPLETED (a task that stays open for subscribers, resumes and cancels);
 - `slow`: WORKING, then a chunk every SLOW_CHUNK_SECONDS for SLOW_CHUNKS chunks, then COMPLETED (a task
-  still running when a replica is killed or stopped).
+  still running when a replica is killed or stopped);
+- `grow` (and any message beginning with it): INPUT_REQUIRED, every time (a task whose history grows until
+  the server refuses its next message: bench.chaos.growth).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import asyncio
 
 from a2a_grpc.agent import EventPublisher, RequestContext
 
-ECHO, ASK, SLOW = "echo", "ask", "slow"
+ECHO, ASK, SLOW, GROW = "echo", "ask", "slow", "grow"
 STREAM_CHUNKS = 6
 STREAM_CHUNK_SECONDS = 0.01
 SLOW_CHUNKS = 30
@@ -24,6 +26,9 @@ class ChaosAgent:
     async def execute(self, context: RequestContext, events: EventPublisher) -> None:
         first = len(context.task.history) <= 1
         text = context.text()
+        if text.startswith(GROW):
+            await events.input_required("more")
+            return
         if first and text == ASK:
             await events.input_required("say go")
             return
