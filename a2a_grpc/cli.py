@@ -53,7 +53,7 @@ def serve(args: argparse.Namespace, argv: Sequence[str]) -> int:
     worker = worker_index() if args.workers > 1 else None
     if args.workers > 1 and worker is None:
         return supervise(args, argv)
-    if args.agent:
+    if args.agent or args.interceptor:
         if not os.path.isdir(args.app_dir):
             print(f"a2a-grpc: --app-dir {args.app_dir} is not a directory", file=sys.stderr)
             return 2
