@@ -23,6 +23,7 @@ from process import CALL_SECONDS, ServerProcess, run_serve, serve_process, text_
 from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
 from a2a_grpc.interceptors.server.user import load_interceptor
 from a2a_grpc.protocol import RESUME_EXTENSION_URI
+from a2a_grpc.server import A2AServer, ServerSettings
 
 TOKEN = "interceptor-test-token"
 AUTHORIZED = (("a2a-version", "1.0"), ("authorization", f"Bearer {TOKEN}"))
@@ -221,3 +222,50 @@ def test_opentelemetrys_factory_loads_as_named() -> None:
 
     interceptor = load_interceptor("opentelemetry.instrumentation.grpc:aio_server_interceptor")
     assert isinstance(interceptor, OpenTelemetryAioServerInterceptor)
+
+
+class Recorder(grpc.aio.ServerInterceptor):  # type: ignore[misc]
+    """Notes its name in `seen` as each call reaches it, and the request's type."""
+
+    def __init__(self, name: str, seen: list[str]) -> None:
+        self.name = name
+        self.seen = seen
+
+    async def intercept_service(self, continuation: Any, details: Any) -> Any:
+        self.seen.append(f"{self.name} {details.method}")
+        handler = await continuation(details)
+        behavior = handler.unary_unary
+
+        async def unary(request: Any, context: Any) -> Any:
+            self.seen.append(f"{self.name} {type(request).__name__}")
+            return await behavior(request, context)
+
+        return grpc.unary_unary_rpc_method_handler(unary)
+
+
+SEEN: list[str] = []
+SECOND = Recorder("second", SEEN)
+
+
+async def test_an_embedders_interceptors_run_in_order_before_the_settings_ones() -> None:
+    settings = ServerSettings(
+        listen="127.0.0.1:0", http_listen="", store_url="memory", interceptors=("test_user_interceptors:SECOND",)
+    )
+    server = A2AServer(settings, interceptors=[Recorder("first", SEEN)])
+    await server.start()
+    try:
+        async with grpc.aio.insecure_channel(server.grpc_target) as channel:
+            stub = a2a_pb2_grpc.A2AServiceStub(channel)  # type: ignore[no-untyped-call]
+            with pytest.raises(grpc.aio.AioRpcError) as missing:
+                await stub.GetTask(a2a_pb2.GetTaskRequest(id="t"), metadata=AUTHORIZED[:1], timeout=CALL_SECONDS)
+    finally:
+        await server.stop(0)
+    assert missing.value.code() == grpc.StatusCode.NOT_FOUND
+    method = "/lf.a2a.v1.A2AService/GetTask"
+    assert [f"first {method}", f"second {method}", "first GetTaskRequest", "second GetTaskRequest"] == SEEN
+
+
+def test_an_embedders_interceptor_that_is_not_one_is_refused() -> None:
+    settings = ServerSettings(listen="127.0.0.1:0", http_listen="", store_url="memory")
+    with pytest.raises(ValueError, match=re.escape("is not a grpc.aio.ServerInterceptor")):
+        A2AServer(settings, interceptors=[object()])
