@@ -21,6 +21,8 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from process import CALL_SECONDS, ServerProcess, run_serve, serve_process, text_message
 
 from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
+from a2a_grpc.generated.v0_3 import a2a_pb2 as v03
+from a2a_grpc.generated.v0_3 import a2a_pb2_grpc as v03_grpc
 from a2a_grpc.interceptors.server.user import load_interceptor
 from a2a_grpc.protocol import RESUME_EXTENSION_URI
 from a2a_grpc.server import A2AServer, ServerSettings
@@ -247,7 +249,7 @@ SEEN: list[str] = []
 SECOND = Recorder("second", SEEN)
 
 
-async def test_an_embedders_interceptors_run_in_order_before_the_settings_ones() -> None:
+async def test_an_embedders_interceptors_run_in_order_before_the_settings_ones_on_both_faces() -> None:
     settings = ServerSettings(
         listen="127.0.0.1:0", http_listen="", store_url="memory", interceptors=("test_user_interceptors:SECOND",)
     )
@@ -258,11 +260,17 @@ async def test_an_embedders_interceptors_run_in_order_before_the_settings_ones()
             stub = a2a_pb2_grpc.A2AServiceStub(channel)  # type: ignore[no-untyped-call]
             with pytest.raises(grpc.aio.AioRpcError) as missing:
                 await stub.GetTask(a2a_pb2.GetTaskRequest(id="t"), metadata=AUTHORIZED[:1], timeout=CALL_SECONDS)
+            v03_stub = v03_grpc.A2AServiceStub(channel)  # type: ignore[no-untyped-call]
+            v03_message = v03.Message(message_id="m03", role=v03.ROLE_USER, content=[v03.Part(text="hi")])
+            await v03_stub.SendMessage(v03.SendMessageRequest(request=v03_message), timeout=CALL_SECONDS)
     finally:
         await server.stop(0)
     assert missing.value.code() == grpc.StatusCode.NOT_FOUND
-    method = "/lf.a2a.v1.A2AService/GetTask"
-    assert [f"first {method}", f"second {method}", "first GetTaskRequest", "second GetTaskRequest"] == SEEN
+    method, v03_method = "/lf.a2a.v1.A2AService/GetTask", "/a2a.v1.A2AService/SendMessage"
+    assert [
+        *(f"first {method}", f"second {method}", "first GetTaskRequest", "second GetTaskRequest"),
+        *(f"first {v03_method}", f"second {v03_method}", "first SendMessageRequest", "second SendMessageRequest"),
+    ] == SEEN
 
 
 def test_an_embedders_interceptor_that_is_not_one_is_refused() -> None:
