@@ -189,7 +189,7 @@ def test_an_interceptors_abort_is_the_status_keeps_the_echo_and_frees_the_stream
         ("nosuch:X", "a2a-grpc: cannot load interceptor nosuch:X: ModuleNotFoundError: No module named 'nosuch'"),
         (
             "user_interceptors:not_an_interceptor",
-            "a2a-grpc: user_interceptors:not_an_interceptor is not a grpc.aio.ServerInterceptor (it is a object)",
+            "a2a-grpc: user_interceptors:not_an_interceptor is not a grpc.aio.ServerInterceptor (its type is object)",
         ),
     ],
 )

@@ -63,7 +63,8 @@ class InterceptorContext:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._context, name)
 
-    async def abort(self, code: grpc.StatusCode, details: str = "", trailing_metadata: Metadata = ()) -> None:
+    async def abort(self, code: grpc.StatusCode, details: str = "", trailing_metadata: Metadata | None = ()) -> None:
+        trailing_metadata = trailing_metadata or ()
         self.set_trailing_metadata([(key, value) for key, value in trailing_metadata if key != STATUS_DETAILS_KEY])
         raise error_from_status(code, details, trailing_metadata)
 
@@ -84,7 +85,7 @@ def checked_interceptor(interceptor: Any, name: str) -> grpc.aio.ServerIntercept
         return interceptor
     if isinstance(interceptor, grpc.ServerInterceptor):
         raise ValueError(f"{name} is a sync grpc.ServerInterceptor: this server takes grpc.aio.ServerInterceptor")
-    raise ValueError(f"{name} is not a grpc.aio.ServerInterceptor (it is a {type(interceptor).__name__})")
+    raise ValueError(f"{name} is not a grpc.aio.ServerInterceptor (its type is {type(interceptor).__name__})")
 
 
 def is_interceptor(target: Any) -> bool:
