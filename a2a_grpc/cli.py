@@ -55,7 +55,7 @@ def serve(args: argparse.Namespace, argv: Sequence[str]) -> int:
         check_processes(args)
         if args.workers > 1 and worker is None:
             return supervise(args, argv)
-        if args.agent:
+        if args.agent or args.interceptor:
             sys.path.insert(0, os.path.abspath(args.app_dir))  # as `python -m` puts the working directory
         settings = server_settings(args, worker_mode=worker is not None, worker_metrics=_worker_metrics(worker))
         if settings.tracing:

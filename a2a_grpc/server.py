@@ -5,11 +5,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
-import importlib
 import logging
 import os
 import socket
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,6 +37,8 @@ from a2a_grpc.interceptors.server.faces import V03_FACE, V10_FACE, Face
 from a2a_grpc.interceptors.server.services import GuardedServices
 from a2a_grpc.interceptors.server.tenants import TenantCheck
 from a2a_grpc.interceptors.server.unknown import UnknownMethods
+from a2a_grpc.interceptors.server.user import checked_interceptor, load_interceptor
+from a2a_grpc.loading import load_object
 from a2a_grpc.network_logs import HttpServerLog, quiet_grpc_client_logs
 from a2a_grpc.protocol import AGENT_CARD_PATH, SERVICE_NAME
 from a2a_grpc.push.service import JWKS_PATH, PushService, PushSettings
@@ -80,6 +81,7 @@ class ServerSettings:
     card_signing_keys: tuple[str, ...] = ()
     store_url: str = defaults.STORE_URL
     agent: str | None = None  # MODULE:ATTR; None: the echo agent
+    interceptors: tuple[str, ...] = ()  # MODULE:ATTR of grpc.aio.ServerInterceptors (a2a_grpc.interceptors.server.user)
     grace_seconds: float = defaults.GRACE_SECONDS
     missing_version_means: str = defaults.MISSING_VERSION_MEANS
     bearer_tokens: dict[str, str] = field(default_factory=dict)
@@ -143,18 +145,7 @@ def load_agent(spec: str | None) -> AgentExecutor:
     """The agent named `MODULE:ATTR`: a class or factory (called with no arguments) or an instance."""
     if spec is None:
         return EchoAgent()
-    module_name, _, attr = spec.partition(":")
-    if not module_name or not attr:
-        raise ValueError(f"--agent takes MODULE:ATTR, got {spec!r}")
-    try:
-        target: Any = importlib.import_module(module_name)
-        for name in attr.split("."):
-            target = getattr(target, name)
-        if isinstance(target, type) or (callable(target) and not hasattr(target, "execute")):
-            target = target()
-    except Exception as error:  # whatever the module or the constructor raised: one line, no traceback
-        raise ValueError(f"cannot load agent {spec}: {_one_line(error)}") from None
-    agent = target
+    agent = load_object(spec, "--agent", "agent", lambda target: hasattr(target, "execute"))
     if not hasattr(agent, "execute"):
         raise ValueError(f"{spec} is not an agent: it has no execute(context, events) method")
     if not callable(getattr(agent, "cancel", None)):
@@ -164,14 +155,6 @@ def load_agent(spec: str | None) -> AgentExecutor:
             spec,
         )
     return agent  # type: ignore[no-any-return]
-
-
-def _one_line(error: Exception) -> str:
-    """What went wrong, on one line: the exception's kind and text (a syntax error's file and line too)."""
-    if isinstance(error, SyntaxError):
-        return f"SyntaxError: {error.msg} ({error.filename}, line {error.lineno})"
-    text = " ".join(str(error).split())
-    return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
 def _serving_cards(
@@ -240,6 +223,7 @@ class A2AServer:
         store: TaskStore | None = None,
         *,
         tracer_provider: Any = None,  # with settings.tracing: its spans' provider (None: the global one)
+        interceptors: Sequence[grpc.aio.ServerInterceptor] = (),  # then settings.interceptors': around the servicer
     ):
         self.settings = settings
         _, _, http_port = settings.http_listen.rpartition(":")
@@ -248,6 +232,10 @@ class A2AServer:
         # TracingUnavailable (an ImportError) without the otel extra
         self.tracing = load_tracing(tracer_provider) if settings.tracing else None
         self.agent = agent if agent is not None else load_agent(settings.agent)
+        self.interceptors = [
+            *(checked_interceptor(given, repr(given)) for given in interceptors),
+            *(load_interceptor(spec) for spec in settings.interceptors),
+        ]
         self.registry = ExtensionRegistry(declared_extensions(self.agent))
         files = ServerFiles.from_settings(settings.tls_cert, settings.tls_key, settings.tls_client_ca)
         self.tls = ServerTLS(files) if files is not None else None
@@ -424,6 +412,7 @@ class A2AServer:
             max_extensions_per_call=settings.max_extensions_per_call,
             tenants=TenantCheck(interface.tenant for interface in self.card.supported_interfaces),
             face=face,
+            interceptors=self.interceptors,
         )
 
     def reload_certificates(self) -> bool:

@@ -27,7 +27,7 @@ def check_processes(args: argparse.Namespace) -> None:
             raise SettingRefused(
                 f"--workers {args.workers} needs a store all processes share (postgresql://...), not {store}"
             )
-    if args.agent and not os.path.isdir(args.app_dir):
+    if (args.agent or args.interceptor) and not os.path.isdir(args.app_dir):
         raise SettingRefused(f"--app-dir {args.app_dir} is not a directory")
 
 

@@ -458,6 +458,7 @@ async def test_the_replica_lines_run_as_written(tmp_path: Path, postgres_server:
 SHELL_SECTIONS_RUN = {
     "Quick start",
     "Generate the stubs",  # tests/test_stubs_doc.py, in a fresh venv
+    "Call the server",  # tests/test_stubs_doc.py, installing the package into that venv
     "A walk through the RPCs with grpcurl",
     "Extensions",
     "The two built-in extensions",

@@ -1,16 +1,18 @@
-"""The README's "Calling it from your own stubs", run as written, with nothing of the checkout but its protos.
+"""The README's "Calling it from your own stubs", run as written, in a copy of the checkout's sources.
 
-Its ```sh block runs (bash, `set -euo pipefail`) in a directory of the test's own that links `protos` to the
-checkout's: it makes a fresh virtualenv, installs grpcio-tools and googleapis-common-protos from the package
-index, and generates the stubs with the `-I` directories it names. Then its Python example runs with that
-virtualenv's Python and those stubs alone (the package itself is not importable there) against a demo
-server: the call succeeds, the extension echo comes back in the trailers, and the ErrorInfo and BadRequest
-of two refused calls are decoded from `grpc-status-details-bin`.
+Its ```sh blocks run (bash, `set -euo pipefail`) in a directory of the test's own that holds what a checkout
+has of the package (its sources, protos and pyproject): the first makes a fresh virtualenv, installs
+grpcio-tools and googleapis-common-protos from the package index, and generates the stubs with the `-I`
+directories it names; the second installs the package into that virtualenv. Then its Python example runs
+with that virtualenv's Python and those stubs against a demo server: through the sync client interceptor, the
+call succeeds, the extension echo comes back from a unary call and from a stream, and two refused calls raise
+their typed errors, with the ErrorInfo's metadata and the BadRequest's fields.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -18,7 +20,8 @@ import pytest
 from process import REPO, serve_process
 from test_readme import DEFAULT_LISTEN, fenced_blocks, shell_lines
 
-INSTALL_SECONDS = 600  # a fresh venv and two packages (and their dependencies) from the index
+INSTALL_SECONDS = 600  # a fresh venv and two packages (and their dependencies) from the index; then the package
+CHECKOUT = ("pyproject.toml", "README.md", "LICENSE", "a2a_grpc", "interceptors", "protos")  # what pip install . reads
 RUN_SECONDS = 60
 RESUME = "https://github.com/a2a-grpc/a2a-grpc/extensions/stream-resume/v1"
 
@@ -37,31 +40,47 @@ def run(command: list[str], cwd: Path, timeout: float, **extra: str) -> subproce
     )
 
 
-@pytest.mark.timeout(INSTALL_SECONDS + 3 * RUN_SECONDS)
+def copy_checkout(into: Path) -> None:
+    """What the package's install reads from the checkout, without this test run's venv and caches."""
+    into.mkdir()
+    for name in CHECKOUT:
+        source = REPO / name
+        if source.is_dir():
+            shutil.copytree(source, into / name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+        else:
+            shutil.copy2(source, into / name)
+
+
+def run_shell(title: str, cwd: Path) -> None:
+    done = run(["bash", "-euo", "pipefail", "-c", "\n".join(shell_lines(title))], cwd, INSTALL_SECONDS)
+    assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
+
+
+@pytest.mark.timeout(2 * INSTALL_SECONDS + 3 * RUN_SECONDS)
 def test_the_documented_stubs_are_generated_in_a_fresh_venv_and_call_a_real_server(tmp_path: Path) -> None:
-    (tmp_path / "protos").symlink_to(REPO / "protos")
-    lines = shell_lines("Generate the stubs")
-    generated = run(["bash", "-euo", "pipefail", "-c", "\n".join(lines)], tmp_path, INSTALL_SECONDS)
-    assert generated.returncode == 0, f"{generated.stdout}\n{generated.stderr}"
-    assert {"a2a_pb2.py", "a2a_pb2.pyi", "a2a_pb2_grpc.py"} <= {path.name for path in (tmp_path / "stubs").iterdir()}
+    checkout = tmp_path / "checkout"
+    copy_checkout(checkout)
+    run_shell("Generate the stubs", checkout)
+    assert {"a2a_pb2.py", "a2a_pb2.pyi", "a2a_pb2_grpc.py"} <= {path.name for path in (checkout / "stubs").iterdir()}
+    python = str(checkout / "v" / "bin" / "python")
+    alone = run([python, "-c", "import a2a_grpc"], tmp_path, RUN_SECONDS)
+    assert alone.returncode != 0, "the fresh venv must not see the package before the README installs it"
 
-    python = str(tmp_path / "v" / "bin" / "python")
-    alone = run([python, "-c", "import a2a_grpc"], tmp_path, RUN_SECONDS, PYTHONPATH="stubs")
-    assert alone.returncode != 0, "the fresh venv must not see the package: the example would prove nothing"
-
+    run_shell("Call the server", checkout)
     [example] = fenced_blocks("Call the server", "python")
     with serve_process(tmp_path / "server") as server:
-        script = tmp_path / "call.py"
+        script = tmp_path / "call.py"  # beside the checkout: its a2a_grpc/ is not what the example imports
         script.write_text("\n".join(example).replace(DEFAULT_LISTEN, server.ports.grpc_target))
-        called = run([python, str(script)], tmp_path, RUN_SECONDS, PYTHONPATH="stubs")
+        called = run([python, str(script)], tmp_path, RUN_SECONDS, PYTHONPATH=str(checkout / "stubs"))
     assert called.returncode == 0, called.stderr
     printed = called.stdout.splitlines()
-    assert printed[:2] == ["TASK_STATE_COMPLETED", RESUME]  # the call, and the echo from the trailers
-    assert printed[2].startswith("NOT_FOUND ")
-    assert printed[3].startswith('ErrorInfo reason: "TASK_NOT_FOUND"')
-    assert 'key: "taskId" value: "no-such-task"' in printed[3]
-    assert printed[4].startswith("INVALID_ARGUMENT ")
-    assert printed[5].startswith('ErrorInfo reason: "INVALID_PARAMS"')
-    assert printed[6].startswith("BadRequest field_violations { field: ")
-    assert 'field: "message.parts"' in printed[6]
-    assert len(printed) == 7
+    assert printed[:4] == [
+        "TASK_STATE_COMPLETED",
+        f"('{RESUME}',)",  # the echo of the unary call, from its trailers
+        "['task', 'artifact_update', 'status_update']",
+        f"('{RESUME}',)",  # ... and of the stream, from its headers
+    ]
+    assert printed[4] == "NOT_FOUND TASK_NOT_FOUND {'taskId': 'no-such-task'}"
+    assert printed[5].startswith("INVALID_ARGUMENT INVALID_PARAMS [")
+    assert "'message.parts'" in printed[5]
+    assert len(printed) == 6

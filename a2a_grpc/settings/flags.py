@@ -48,6 +48,7 @@ def server_settings(args: argparse.Namespace, **given: Any) -> ServerSettings:
     return ServerSettings(
         **direct,
         card_signing_keys=split(args.card_signing_key),
+        interceptors=split(args.interceptor),
         bearer_tokens=parse_tokens(args.auth_token),
         auth=auth_settings(args),
         echo_unary_headers=args.unary_echo == "headers",

@@ -68,10 +68,22 @@ SERVING_SETTINGS = (
         unset="the echo agent, a2a_grpc.agents.echo:EchoAgent",
     ),
     Setting(
+        "interceptor",
+        kind=Kind.LIST,
+        metavar="MODULE:ATTR",
+        help="a grpc.aio.ServerInterceptor of yours (a class or factory called with no arguments, or an instance), "
+        "run on every admitted A2A call around the servicer; repeat or comma-join, the first outermost",
+        doc="`MODULE:ATTR` of a `grpc.aio.ServerInterceptor` (a class or factory called with no arguments, or an "
+        "instance); repeat or comma-join, the first outermost. It runs on every A2A call that authentication, the "
+        "limits and the version and extension checks admitted, around the servicer: see "
+        "[Your own interceptors](operations.md#your-own-interceptors)",
+        unset="none",
+    ),
+    Setting(
         "app_dir",
         default_value=defaults.APP_DIR,
-        help="the directory --agent's MODULE is imported from, ahead of installed packages",
-        doc="the directory `--agent`'s module is imported from, ahead of installed packages",
+        help="the directory --agent's and --interceptor's MODULEs are imported from, ahead of installed packages",
+        doc="the directory the modules of `--agent` and `--interceptor` are imported from, ahead of installed packages",
     ),
     Setting(
         "grace",

@@ -40,12 +40,15 @@ class A2ACallPolicy:
             span.inject(metadata)
         return details._replace(metadata=metadata)
 
-    def publish(self, record: ResponseExtensions) -> None:
-        for observer in (self.on_response, current_observer()):
-            if observer is not None:
-                observer(record)
+    def observers(self) -> tuple[ResponseObserver, ...]:
+        """Who hears of a call's response, taken as the call starts: a sync call may complete in another thread."""
+        return tuple(observer for observer in (self.on_response, current_observer()) if observer is not None)
 
-    def failure(self, error: grpc.aio.AioRpcError, record: ResponseExtensions) -> BaseException:
+    def publish(self, record: ResponseExtensions, observers: tuple[ResponseObserver, ...] | None = None) -> None:
+        for observer in self.observers() if observers is None else observers:
+            observer(record)
+
+    def failure(self, error: grpc.RpcError, record: ResponseExtensions) -> BaseException:
         record.read(error.trailing_metadata(), "trailers")
         return error_from_rpc_error(error) if self.typed_errors else error
 

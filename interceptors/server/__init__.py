@@ -18,6 +18,8 @@ wrapped once, at start-up, in this order:
                   the required ones from: 0.3's GetAgentCard); then the echo
   tenants         once the request is parsed: its `tenant`, one the card names, scopes the call's tasks
                   (INVALID_ARGUMENT otherwise)
+  yours           the user's grpc.aio.ServerInterceptors (A2AServer(interceptors=...), serve --interceptor),
+                  if any, around the servicer alone (a2a_grpc.interceptors.server.user says why there)
   the servicer    called with the parsed request and the call's CallContext
 In worker mode (`a2a-grpc serve --workers N`) every call's trailers also name the process that served it.
 The checks follow the order the spec gives and, but for the tenant, run before the request is parsed. Together they
@@ -27,7 +29,7 @@ build one immutable CallContext per call, which is then passed explicitly, never
 from __future__ import annotations
 
 import functools
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import grpc
@@ -50,6 +52,7 @@ from a2a_grpc.interceptors.server.extensions import (
 from a2a_grpc.interceptors.server.faces import V10_FACE, Face, Translate
 from a2a_grpc.interceptors.server.limits import Limits, caller_of, released_when_done
 from a2a_grpc.interceptors.server.tenants import TenantCheck
+from a2a_grpc.interceptors.server.user import UserInterceptors
 from a2a_grpc.interceptors.server.version import VersionCheck
 from a2a_grpc.settings.defaults import ECHO_UNARY_HEADERS, MISSING_VERSION_MEANS, NEGOTIATE_EXTENSIONS
 from a2a_grpc.telemetry import AccessLog, CallObserver, Metrics
@@ -72,7 +75,8 @@ class ServerChain:
     headers and trailers together anyway: grpc.aio cannot send headers with a unary response, so they
     cost a transport operation of their own. Streams always echo in both. With `worker_pid`, every call's
     trailers carry `a2a-grpc-worker: <worker_pid>`. With `access_log`, `metrics` or `tracing`, every call
-    ends in them (a2a_grpc.telemetry)."""
+    ends in them (a2a_grpc.telemetry). With `interceptors`, the user's grpc.aio.ServerInterceptors run around
+    the servicer (a2a_grpc.interceptors.server.user)."""
 
     def __init__(
         self,
@@ -90,8 +94,10 @@ class ServerChain:
         max_extensions_per_call: int = MAX_EXTENSIONS_PER_CALL,
         tenants: TenantCheck | None = None,
         face: Face = V10_FACE,
+        interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
     ) -> None:
         self.face = face
+        self._yours = UserInterceptors(interceptors) if interceptors else None
         self.tenants = tenants if tenants is not None else TenantCheck(())
         self._authenticate: Authenticate | None = authentication(authenticator) if authenticator is not None else None
         self.limits = limits if limits is not None else Limits()
@@ -157,13 +163,20 @@ class ServerChain:
             name = face.log_name(method.name)
             translate = face.errors(method.name) if face.errors is not None else None
             admit = self._admit_without_required if method.name in face.extensions_not_required else self.admit
+            path = f"/{face.service.full_name}/{method.name}"
             if method.server_streaming:
-                opener = self._stamped(self._admitted_stream(name, admit, *self._stream(parse, behavior), translate))
+                prepare, open_stream = self._stream(parse, behavior)
+                if self._yours is not None:
+                    prepare, open_stream = self._yours.stream(path, prepare, open_stream)
+                opener = self._stamped(self._admitted_stream(name, admit, prepare, open_stream, translate))
                 handler = grpc.unary_stream_rpc_method_handler(
                     guard_stream(name, opener, translate), response_serializer=encode_response
                 )
             else:
-                served = self._stamped(self._admitted_unary(name, admit, self._unary(parse), behavior, translate))
+                prepare, behave = self._unary(parse), behavior
+                if self._yours is not None:
+                    prepare, behave = self._yours.unary(path, prepare, behave)
+                served = self._stamped(self._admitted_unary(name, admit, prepare, behave, translate))
                 handler = grpc.unary_unary_rpc_method_handler(
                     guard_unary(name, served, translate), response_serializer=encode_response
                 )
