@@ -309,3 +309,24 @@ def test_a_bad_declaration_is_refused_when_the_interceptor_is_made(
     for interceptor in (A2AServerInterceptor, A2ASyncServerInterceptor):
         with pytest.raises(error):
             interceptor(**kwargs)
+
+
+async def test_a_sync_servicer_on_a_grpc_aio_server_is_echoed_and_sees_its_extensions() -> None:
+    """grpc.aio runs a servicer's sync methods in its thread pool: the asyncio interceptor wraps them the sync way."""
+    server = grpc.aio.server(
+        migration_thread_pool=futures.ThreadPoolExecutor(max_workers=2),
+        interceptors=[A2AServerInterceptor(card=CARD)],
+    )
+    servicer = bare_servicer(a2a_pb2_grpc.A2AServiceServicer, A2A_SERVICE, asynchronous=False)
+    a2a_pb2_grpc.add_A2AServiceServicer_to_server(servicer, server)  # type: ignore[no-untyped-call]
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            for streaming in (False, True):
+                case = Case("sync servicer", v1(REQUIRED), OK, echo=REQUIRED, streaming=streaming)
+                seen = await outcome(channel, case)
+                assert (seen.code, seen.trailer_echo, seen.seen) == (OK, _expected_echo(case), REQUIRED)
+                assert seen.header_echo == (_expected_echo(case) if streaming else ())
+    finally:
+        await server.stop(0)
