@@ -330,3 +330,19 @@ async def test_a_sync_servicer_on_a_grpc_aio_server_is_echoed_and_sees_its_exten
                 assert seen.header_echo == (_expected_echo(case) if streaming else ())
     finally:
         await server.stop(0)
+
+
+@pytest.mark.parametrize("packaging", ["asyncio interceptor", "sync interceptor"])
+async def test_the_0_3_agent_card_is_served_without_the_required_extensions(
+    targets: dict[str, str], packaging: str
+) -> None:
+    """A gRPC-only 0.3 client learns the required extensions from GetAgentCard: it is admitted without them (and
+    echoes what it asks for), as on our server's 0.3 face; the 1.0 extended card is not."""
+    async with grpc.aio.insecure_channel(targets[packaging]) as channel:
+        card = channel.unary_unary(f"/{V03_SERVICE_NAME}/GetAgentCard")(b"", metadata=(("x-a2a-extensions", OPTIONAL),))
+        await card
+        assert (await card.code(), dict(await card.trailing_metadata() or ()).get("x-a2a-extensions")) == (OK, OPTIONAL)
+        extended = channel.unary_unary(f"/{SERVICE_NAME}/GetExtendedAgentCard")(b"", metadata=v1())
+        with pytest.raises(grpc.aio.AioRpcError):
+            await extended
+        assert await extended.code() == REFUSED

@@ -58,11 +58,17 @@ class FaceAdmission:
         self._rules = rules
         self._check_version = rules.version_check(missing_version_means)
         self._negotiate = ExtensionNegotiator(registry, max_extensions=max_extensions, headers=rules.extension_headers)
+        self._not_required = rules.extensions_not_required
+        self._negotiate_not_required = ExtensionNegotiator(
+            registry, max_extensions=max_extensions, headers=rules.extension_headers, enforce_required=False
+        )
 
-    def negotiate(self, metadata: Metadata) -> tuple[tuple[str, ...], str]:
-        """(the activated extensions, their comma-joined echo), or raises the call's refusal (an A2AError)."""
+    def negotiate(self, method: str, metadata: Metadata) -> tuple[tuple[str, ...], str]:
+        """(the extensions the call to `method` activated, their comma-joined echo), or raises its refusal (an
+        A2AError)."""
         self._check_version(metadata)
-        negotiation = self._negotiate(metadata)
+        learns = self._not_required and method[len(self.prefix) :] in self._not_required
+        negotiation = self._negotiate_not_required(metadata) if learns else self._negotiate(metadata)
         return negotiation.activated, negotiation.echo
 
     def echo(self, echo: str) -> Echo:
@@ -109,7 +115,7 @@ class StandardAdmission:
         if face is None or handler.request_streaming:  # not an A2A service (no A2A method streams requests)
             return handler
         try:
-            activated, echo = face.negotiate(metadata)
+            activated, echo = face.negotiate(method, metadata)
         except A2AError as error:
             return self._refuse(handler, face.refusal(method, error))
         if not activated:

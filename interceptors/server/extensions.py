@@ -22,7 +22,8 @@ MAX_EXTENSIONS_PER_CALL = 32
 
 
 class ExtensionNegotiator:
-    """Reads the extensions a call requests from `headers` (every one of them: the 0.3 face reads two names)."""
+    """Reads the extensions a call requests from `headers` (every one of them: the 0.3 face reads two names);
+    `enforce_required=False` activates what the call requests without refusing it for a required one it lacks."""
 
     def __init__(
         self,
@@ -30,10 +31,12 @@ class ExtensionNegotiator:
         *,
         max_extensions: int = MAX_EXTENSIONS_PER_CALL,
         headers: tuple[str, ...] = (EXTENSIONS_HEADER,),
+        enforce_required: bool = True,
     ) -> None:
         self._registry = registry
         self._max_extensions = max_extensions
         self._headers = headers
+        self._enforce_required = enforce_required
 
     def _requested(self, metadata: Metadata) -> tuple[str, ...]:
         if len(self._headers) == 1:
@@ -49,7 +52,7 @@ class ExtensionNegotiator:
                 f"the call names {count} extensions; at most {self._max_extensions} are allowed",
                 violations=[(header, f"names {count} distinct extensions; at most {self._max_extensions}")],
             )
-        if negotiation.missing_required:
+        if negotiation.missing_required and self._enforce_required:
             missing = ",".join(negotiation.missing_required)
             raise ExtensionSupportRequiredError(
                 f"this agent requires extensions the call did not activate: {missing}; "

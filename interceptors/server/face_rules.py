@@ -22,12 +22,14 @@ Translate = Callable[[A2AError], A2AError]
 @dataclass(frozen=True)
 class FaceRules:
     """`version_check(missing_means)` makes the face's version check; `errors(method)`, when set, how the errors
-    of a method read to its callers."""
+    of a method read to its callers; `extensions_not_required` the methods a caller may call without the card's
+    required extensions: the ones it learns them from."""
 
     service_name: str
     version_check: Callable[[str], VersionOf]
     extension_headers: tuple[str, ...]  # the first is the one a refusal names
     errors: Callable[[str], Translate] | None = None
+    extensions_not_required: frozenset[str] = frozenset()
 
 
 def _v10_version(missing_means: str) -> VersionOf:
@@ -39,5 +41,13 @@ def _v03_version(missing_means: str) -> VersionOf:
 
 
 V10_RULES = FaceRules(SERVICE_NAME, _v10_version, (EXTENSIONS_HEADER,))
-V03_RULES = FaceRules(V03_SERVICE_NAME, _v03_version, (V03_EXTENSIONS_HEADER, EXTENSIONS_HEADER), translator)
+V03_RULES = FaceRules(
+    V03_SERVICE_NAME,
+    _v03_version,
+    (V03_EXTENSIONS_HEADER, EXTENSIONS_HEADER),
+    translator,
+    # a gRPC-only 0.3 client learns the card, and so the required extensions, from this call alone (as a 1.0
+    # client does from the card over HTTP, which nothing negotiates)
+    extensions_not_required=frozenset({"GetAgentCard"}),
+)
 FACE_RULES = (V10_RULES, V03_RULES)
