@@ -8,15 +8,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jsonschema
 from google.protobuf import json_format, struct_pb2
 
 from a2a_grpc.errors import Metadata
-from a2a_grpc.generated import a2a_pb2
-from a2a_grpc.protocol import EXTENSIONS_HEADER
 from a2a_grpc.settings.defaults import MAX_EXTENSION_PAYLOAD_BYTES as MAX_EXTENSION_PAYLOAD_BYTES
+from a2a_grpc.wire import EXTENSIONS_HEADER
+
+if TYPE_CHECKING:
+    from a2a_grpc.generated import a2a_pb2
 
 # A URI longer than this is ignored, never an error. How many a call may send is bounded by the
 # transport's header size limit (ServerSettings.max_metadata_bytes).
@@ -49,6 +51,9 @@ class Extension:
         return self.metadata_key or self.uri
 
     def to_proto(self) -> a2a_pb2.AgentExtension:
+        # imported here: negotiation, which the standard interceptors share, must not register lf.a2a.v1
+        from a2a_grpc.generated import a2a_pb2
+
         declared = a2a_pb2.AgentExtension(uri=self.uri, description=self.description, required=self.required)
         if self.params:
             declared.params.update(dict(self.params))

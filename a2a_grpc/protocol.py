@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from a2a_grpc.generated import a2a_pb2
+from a2a_grpc.wire import EXTENSIONS_HEADER as EXTENSIONS_HEADER
+from a2a_grpc.wire import SERVICE_NAME as SERVICE_NAME
+from a2a_grpc.wire import V03_EXTENSIONS_HEADER as V03_EXTENSIONS_HEADER
+from a2a_grpc.wire import VERSION_HEADER as VERSION_HEADER
 
-A2A_SERVICE = a2a_pb2.DESCRIPTOR.services_by_name["A2AService"]
-SERVICE_NAME = A2A_SERVICE.full_name  # lf.a2a.v1.A2AService
+A2A_SERVICE = a2a_pb2.DESCRIPTOR.services_by_name["A2AService"]  # named SERVICE_NAME (a2a_grpc.wire)
 A2A_METHOD_PREFIX = f"/{SERVICE_NAME}/"
 
-VERSION_HEADER = "a2a-version"
-EXTENSIONS_HEADER = "a2a-extensions"
-V03_EXTENSIONS_HEADER = "x-a2a-extensions"  # what the 0.3 SDKs send (the 0.3 face reads both)
 AUTHORIZATION_HEADER = "authorization"
 
 # This server's stream-resume extension: an activating stream's events carry `{"seq": N}` under the URI in

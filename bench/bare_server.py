@@ -8,6 +8,9 @@ With `--asks` (send.bare-asks), SendMessage also asks of gRPC what our intercept
 the request's metadata, the peer and the deadline, and it sets the trailers that echo an activated extension;
 its answer is the same prebuilt Task, encoded once. What it costs beside send.bare is the part of our servers'
 cost that is gRPC's own work for those asks, not our code.
+
+With `--interceptor` (send.bare.interceptor), the server has our standard A2AServerInterceptor, declaring the
+bench's extension as required: what that interceptor costs a servicer of one's own.
 """
 
 from __future__ import annotations
@@ -23,8 +26,9 @@ from google.protobuf import timestamp_pb2
 
 from a2a_grpc.cli import run_async
 from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
+from a2a_grpc.interceptors.server import A2AServerInterceptor
 from a2a_grpc.protocol import EXTENSIONS_HEADER
-from bench.protocol import CHUNKS, ECHO_TEXT, chunk_text, serve_until_signalled
+from bench.protocol import BENCH_EXTENSION_URI, CHUNKS, ECHO_TEXT, chunk_text, serve_until_signalled
 
 TaskState = a2a_pb2.TaskState
 TASK_ID = "0123456789abcdef0123456789abcdef"
@@ -104,8 +108,9 @@ class AskingServicer(BareServicer):
         return self._echo
 
 
-async def serve(asks: bool) -> int:
-    server = grpc.aio.server()
+async def serve(asks: bool, intercepted: bool) -> int:
+    interceptors = [A2AServerInterceptor(extensions=[(BENCH_EXTENSION_URI, True)])] if intercepted else []
+    server = grpc.aio.server(interceptors=interceptors)
     servicer = AskingServicer() if asks else BareServicer()
     a2a_pb2_grpc.add_A2AServiceServicer_to_server(servicer, server)  # type: ignore[no-untyped-call]
     port = server.add_insecure_port("127.0.0.1:0")
@@ -116,7 +121,9 @@ async def serve(asks: bool) -> int:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--asks", action="store_true", help="ask gRPC on every SendMessage what our chain asks")
-    return run_async(serve(parser.parse_args().asks))
+    parser.add_argument("--interceptor", action="store_true", help="with the standard A2AServerInterceptor")
+    args = parser.parse_args()
+    return run_async(serve(args.asks, args.interceptor))
 
 
 if __name__ == "__main__":

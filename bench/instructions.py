@@ -41,6 +41,7 @@ TELEMETRY_OFF = ["--telemetry", "off"]
 SERVERS: dict[str, list[str]] = {
     "bare": [sys.executable, "-m", "bench.bare_server"],
     "bare-asks": [sys.executable, "-m", "bench.bare_server", "--asks"],
+    "bare.interceptor": [sys.executable, "-m", "bench.bare_server", "--interceptor"],
     "memory.ext": [*MEMORY, *EXT],
     "memory.noext": [*MEMORY, *NOEXT],
     "memory.ext.telemetry-off": [*MEMORY, *EXT, *TELEMETRY_OFF],

@@ -258,6 +258,8 @@ def ratios(records: list[Record], concurrencies: list[int]) -> list[Record]:
         out += _overheads(by_name, "memory", c, "ext-headers")
         out.append(_entry(f"send.sdk@{c} / bare", _paired(by_name, f"send.sdk@{c}", f"send.bare@{c}")))
         out.append(_entry(f"send.bare-asks@{c} / bare", _paired(by_name, f"send.bare-asks@{c}", f"send.bare@{c}")))
+        interceptor = f"send.bare.interceptor@{c}"
+        out.append(_entry(f"{interceptor} / bare", _paired(by_name, interceptor, f"send.bare@{c}")))
         out += _replica_ratios(by_name, c)
         out += _push_ratios(by_name, c)
         out += _telemetry_ratios(by_name, c)

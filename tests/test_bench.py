@@ -41,6 +41,7 @@ CONCURRENCY = (1, 2)
 SEND_FAMILIES = (
     "send.bare",
     "send.bare-asks",  # send.bare asking gRPC what our chain asks
+    "send.bare.interceptor",  # send.bare behind the standard A2AServerInterceptor
     "send.sdk",
     "send.memory.ext",
     "send.memory.ext-headers",
@@ -171,6 +172,7 @@ def test_ratios_and_table_are_reported(bench_run: tuple[dict[str, Any], str]) ->
     wanted = (
         f"send.memory.ext@{top} / sdk",
         f"send.bare-asks@{top} / bare",
+        f"send.bare.interceptor@{top} / bare",
         f"send.sqlite.noext@{top} / bare",
         f"extension overhead send.memory@{top} (1 - ext/noext)",
         f"extension overhead send.sqlite@{top}, server CPU (ext/noext - 1)",

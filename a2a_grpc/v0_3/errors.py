@@ -32,7 +32,6 @@ from a2a_grpc.errors import (
     UnsupportedOperationError,
     VersionNotSupportedError,
 )
-from a2a_grpc.v0_3.requests import InvalidV03RequestError
 
 Code = grpc.StatusCode
 # class -> (code on the 0.3 face, the name its message starts with)
@@ -88,6 +87,10 @@ FIELD_PATHS: dict[str, tuple[tuple[str, str], ...]] = {
 }
 
 Translate = Callable[[A2AError], A2AError]
+
+
+class InvalidV03RequestError(InvalidRequestError):
+    """An invalid request, named in 0.3's field names already."""
 
 
 def translator(method: str) -> Translate:

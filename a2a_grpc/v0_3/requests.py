@@ -16,9 +16,9 @@ the caller reads its own field names; the 1.0 servicer validates the rest.
 
 from __future__ import annotations
 
-from a2a_grpc.errors import InvalidRequestError
 from a2a_grpc.generated import a2a_pb2 as v10
 from a2a_grpc.generated.v0_3 import a2a_pb2 as v03
+from a2a_grpc.v0_3.errors import InvalidV03RequestError
 
 TASKS = "tasks"
 CONFIGS = "pushNotificationConfigs"
@@ -125,10 +125,6 @@ def config_name(name: str, field: str = "name") -> tuple[str, str]:
 
 def _shown(name: str) -> str:
     return repr(name if len(name) <= MAX_NAME_SHOWN else name[:MAX_NAME_SHOWN] + "...")
-
-
-class InvalidV03RequestError(InvalidRequestError):
-    """An invalid request, named in 0.3's field names already."""
 
 
 def _invalid(field: str, problem: str) -> InvalidV03RequestError:

@@ -16,8 +16,8 @@ from typing import Any
 from a2a_grpc.errors import ExtensionSupportRequiredError, InvalidRequestError, Metadata
 from a2a_grpc.extensions import ExtensionRegistry, Negotiation
 from a2a_grpc.interceptors.server.metadata import all_values
-from a2a_grpc.protocol import EXTENSIONS_HEADER
 from a2a_grpc.settings.defaults import MAX_EXTENSIONS_PER_CALL as MAX_EXTENSIONS_PER_CALL
+from a2a_grpc.wire import EXTENSIONS_HEADER
 
 NO_NEGOTIATION = Negotiation((), (), (), "")
 
@@ -69,7 +69,12 @@ async def send_echo(context: Any, echo: str, *, headers: bool, names: tuple[str,
 
     The trailers are set before the servicer runs, so an error status raised later keeps them.
     """
-    entry = ((names[0], echo),) if len(names) == 1 else tuple([(name, echo) for name in names])
+    entry = echo_metadata(echo, names)
     context.set_trailing_metadata(entry)
     if headers:
         await context.send_initial_metadata(entry)
+
+
+def echo_metadata(echo: str, names: tuple[str, ...] = (EXTENSIONS_HEADER,)) -> tuple[tuple[str, str], ...]:
+    """The echo of the activated extensions `echo` (comma-joined) under each of `names`, as response metadata."""
+    return ((names[0], echo),) if len(names) == 1 else tuple([(name, echo) for name in names])

@@ -1,10 +1,11 @@
-"""Checks the `a2a-version` service parameter of every A2A call."""
+"""Checks the `a2a-version` service parameter of every A2A call: `VersionCheck` on the 1.0 service, `V03Version` on
+the 0.3 one."""
 
 from __future__ import annotations
 
 from a2a_grpc.errors import Metadata, VersionNotSupportedError
 from a2a_grpc.interceptors.server.metadata import first_value
-from a2a_grpc.protocol import VERSION_HEADER
+from a2a_grpc.wire import SERVICE_NAME, V03_SERVICE_NAME, VERSION_HEADER
 
 SUPPORTED_VERSIONS = ("1.0",)
 _CACHED_VERDICTS = 64  # the common header values; a flood of odd ones is not cached
@@ -54,3 +55,17 @@ class VersionCheck:
         return VersionNotSupportedError(
             message, metadata={"requestedVersion": value[:32], "supportedVersions": ",".join(self._supported)}
         )
+
+
+class V03Version:
+    """A call to the 0.3 service speaks 0.3 whatever its `a2a-version` says, but for an explicit 1.0: that caller
+    wants the 1.0 service, and is told its name."""
+
+    def __call__(self, metadata: Metadata) -> str:
+        value = first_value(metadata, VERSION_HEADER)
+        if value and major_minor(value) == "1.0":
+            raise VersionNotSupportedError(
+                f"{V03_SERVICE_NAME} is A2A 0.3; A2A 1.0 is served as {SERVICE_NAME} on this port",
+                metadata={"requestedVersion": value[:32], "service": SERVICE_NAME},
+            )
+        return "0.3"
