@@ -203,6 +203,12 @@ class TooManyPushConfigsError(ResourceExhaustedError):
     reason = "TOO_MANY_PUSH_CONFIGS"
 
 
+class TooManyTasksError(ResourceExhaustedError):
+    """Not an A2A error: the server holds as many tasks as it may, none of them finished; retry later."""
+
+    reason = "TOO_MANY_TASKS"
+
+
 class FailedPreconditionError(A2AError):
     code = grpc.StatusCode.FAILED_PRECONDITION
 
@@ -290,6 +296,7 @@ ERROR_TABLE: tuple[type[A2AError], ...] = (
     RateLimitedError,
     TooManyStreamsError,
     TooManyPushConfigsError,
+    TooManyTasksError,
     MethodNotFoundError,
 )
 ERROR_BY_REASON: dict[str, type[A2AError]] = {
