@@ -79,7 +79,7 @@ class StoreAtCapacityError(StoreError, TooManyTasksError):
 
     def __init__(self, max_tasks: int) -> None:
         super().__init__(
-            f"the server holds {max_tasks} tasks, as many as it may, and none of them is finished; retry later",
+            f"the server holds as many tasks as it may keep ({max_tasks}), none of them finished; retry later",
             metadata={"limit": str(max_tasks)},
             retry_delay=STORE_RETRY_SECONDS,
         )

@@ -24,7 +24,7 @@ _TAKE_LEASE: Final = (
     f" WHERE name = '{RETENTION_LEASE}' AND (holder = $1 OR held_until < now())"
 )
 # The tasks final the longest, through the index tasks_final.
-_OLDEST_FINAL: Final = (
+OLDEST_FINAL_TASKS: Final = (
     f"SELECT id FROM tasks WHERE state IN {TERMINAL_SQL} AND status_ts_us < $1"
     " ORDER BY status_ts_us LIMIT $2 FOR UPDATE SKIP LOCKED"
 )
@@ -45,7 +45,7 @@ async def remove_final_tasks(pool: asyncpg.Pool, replica_id: str, cutoff_us: int
             async with pool.acquire() as conn, conn.transaction():
                 if row_count(await conn.execute(_TAKE_LEASE, replica_id, LEASE_SECONDS)) != 1:
                     return removed
-                task_ids = [str(row["id"]) for row in await conn.fetch(_OLDEST_FINAL, cutoff_us, batch)]
+                task_ids = [str(row["id"]) for row in await conn.fetch(OLDEST_FINAL_TASKS, cutoff_us, batch)]
                 await delete_tasks(conn, task_ids)
         removed += len(task_ids)
         if len(task_ids) < batch:

@@ -33,7 +33,7 @@ _PRUNE_EVENTS: Final = (
 )
 
 # The tasks final the longest, through the index tasks_final.
-_OLDEST_FINAL: Final = (
+OLDEST_FINAL_TASKS: Final = (
     f"SELECT id FROM tasks WHERE state IN {TERMINAL_SQL} AND status_ts_us < ? ORDER BY status_ts_us LIMIT ?"
 )
 # What a task holds, deleted before the task (history and artifacts reference it).
@@ -194,7 +194,7 @@ def prune_events(conn: sqlite3.Connection, payload: tuple[int, int]) -> int:
 def remove_final_tasks(conn: sqlite3.Connection, payload: tuple[int, int]) -> int:
     """payload: (cutoff, batch). Delete up to `batch` tasks final since before the cutoff (µs), the oldest
     first, with all they hold; returns how many went."""
-    task_ids = [task_id for (task_id,) in conn.execute(_OLDEST_FINAL, payload)]
+    task_ids = [task_id for (task_id,) in conn.execute(OLDEST_FINAL_TASKS, payload)]
     for task_id in task_ids:
         delete_task(conn, task_id)
     return len(task_ids)
