@@ -107,6 +107,25 @@ async def test_a_server_removes_tasks_final_longer_than_a_week_at_start_up(tmp_p
         await server.stop(0)
 
 
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+async def test_a_write_goes_between_the_batches_of_a_removal(kind: str, tmp_path: Path) -> None:
+    store = MemoryStore() if kind == "memory" else SqliteStore(tmp_path / "tasks.db")
+    await store.open()
+    try:
+        manager = Manager(store)
+        for index in range(6):
+            await task_with_everything(manager, f"old-{index}", COMPLETED, T0 + index)
+        removal = asyncio.ensure_future(store.remove_final_tasks(HOUR, batch=2))
+        await asyncio.sleep(0)  # the first batch is taken (memory) or queued to the writer (SQLite)
+        await manager.create("new", state=WORKING)  # queued behind the first batch, ahead of the second
+        assert not removal.done()
+        assert await store.get_task("old-5", OWNER) is not None  # the last batch is still to come
+        assert await removal == 6
+        assert await listed_ids(store) == ["new"]
+    finally:
+        await store.close()
+
+
 # -- the query that finds the tasks to remove uses an index -------------------------------------------
 
 
