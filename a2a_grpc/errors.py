@@ -216,6 +216,12 @@ class AnswerTooLargeError(ResourceExhaustedError):
     reason = "ANSWER_TOO_LARGE"
 
 
+class TooManyTasksError(ResourceExhaustedError):
+    """Not an A2A error: the server holds as many tasks as it may, none of them finished; retry later."""
+
+    reason = "TOO_MANY_TASKS"
+
+
 class FailedPreconditionError(A2AError):
     code = grpc.StatusCode.FAILED_PRECONDITION
 
@@ -305,6 +311,7 @@ ERROR_TABLE: tuple[type[A2AError], ...] = (
     TooManyPushConfigsError,
     TaskHistoryFullError,
     AnswerTooLargeError,
+    TooManyTasksError,
     MethodNotFoundError,
 )
 ERROR_BY_REASON: dict[str, type[A2AError]] = {

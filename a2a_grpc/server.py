@@ -122,6 +122,8 @@ class ServerSettings:
     lease_seconds: float = defaults.LEASE_SECONDS  # with a shared store: a replica silent this long has died
     poll_seconds: float = defaults.POLL_SECONDS  # with a shared store: polling while notifications are down
     event_retention_seconds: float = defaults.EVENT_RETENTION_SECONDS  # a task final this long loses its event log
+    task_retention_seconds: float = defaults.TASK_RETENTION_SECONDS  # a task final this long is removed (0: never)
+    memory_store_max_tasks: int = defaults.MEMORY_STORE_MAX_TASKS  # the memory store's bound (0: none)
     push: PushSettings = field(default_factory=PushSettings)  # for a card that declares pushNotifications
     access_log: bool = defaults.ACCESS_LOG  # one line per A2A call on the a2a_grpc.access logger
     metrics: bool = True  # Prometheus metrics at /metrics on the HTTP port (with http_listen)
@@ -247,7 +249,11 @@ class A2AServer:
         check_signed_as_served(settings.card_path, self.card)
         check_signed_as_served(settings.extended_card_path, self.extended_card)
         self.card_signer = CardSigner.from_pem_files(settings.card_signing_keys) if settings.card_signing_keys else None
-        self.store = store if store is not None else open_store(settings.store_url, settings.store_pool_size)
+        self.store = (
+            store
+            if store is not None
+            else open_store(settings.store_url, settings.store_pool_size, settings.memory_store_max_tasks)
+        )
         self.metrics = Metrics() if settings.metrics else None  # a registry per server
         self._access_log: AccessLog | None = None  # made at start, flushed at stop
         self._worker_metrics: WorkerMetrics | None = None
@@ -268,6 +274,7 @@ class A2AServer:
             on_push_due=self.push.wake if self.push is not None else None,
             limits=self.task_limits,
             event_retention_seconds=settings.event_retention_seconds,
+            task_retention_seconds=settings.task_retention_seconds,
             credential_headers=_api_key_headers(self.card, self.extended_card),
         )
         self.limits = Limits(  # ValueError for a rate no token bucket can hold

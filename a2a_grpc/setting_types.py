@@ -54,6 +54,13 @@ def positive_count(text: str) -> int:
     return int(text)
 
 
+def count(text: str) -> int:
+    """A whole number from 0."""
+    if not text.strip().isdigit():
+        raise _refuse("a whole number from 0", text, verb="must be")
+    return int(text)
+
+
 def _number(text: str) -> float:
     try:
         number = float(text)
@@ -77,6 +84,11 @@ def seconds(text: str) -> float:
 def duration(text: str) -> float:
     """Seconds that may pass a day (up to a century)."""
     return seconds_below(text, 100 * 365 * 86_400)
+
+
+def retention(text: str) -> float:
+    """How long something is kept: seconds up to a century, or 0 for forever."""
+    return seconds_below(text, 100 * 365 * 86_400, zero=True)
 
 
 def grace_seconds(text: str) -> float:

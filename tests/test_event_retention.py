@@ -121,7 +121,9 @@ async def test_a_server_prunes_old_final_tasks_at_start_up(tmp_path: Path) -> No
         await finished_long_ago(before, "old")
     finally:
         await before.close()
-    settings = ServerSettings(listen="127.0.0.1:0", http_listen="", store_url=f"sqlite:///{path}")
+    settings = ServerSettings(  # tasks kept forever: the task retention would remove this one whole
+        listen="127.0.0.1:0", http_listen="", store_url=f"sqlite:///{path}", task_retention_seconds=0
+    )
     server = A2AServer(settings)
     await server.start()
     try:

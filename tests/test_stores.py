@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import dataclasses
 import os
 import signal
@@ -11,10 +12,12 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import TypedDict, Unpack
 
+import asyncpg  # type: ignore[import-untyped,unused-ignore]  # asyncpg is a test extra
 import pytest
 from google.protobuf import struct_pb2
 
@@ -32,6 +35,7 @@ from a2a_grpc.store import (
     VersionConflictError,
     open_store,
 )
+from a2a_grpc.store.base import TaskEvent
 from a2a_grpc.store.postgres_schema import SCHEMA_VERSION as POSTGRES_SCHEMA_VERSION
 from a2a_grpc.store.sqlite_schema import SCHEMA_VERSION as SQLITE_SCHEMA_VERSION
 
@@ -432,6 +436,107 @@ async def test_push_config_paging(store: TaskStore) -> None:
     assert seen == ["a", "b", "c", "d", "e"]
     assert token == ""
     assert await store.list_push_configs(OWNER, "t3", 2, "") == ([], "")
+
+
+# -- task retention: removing the tasks final for longer than the retention -----------------------
+
+HOUR = 3600.0
+FINAL_STATES = (COMPLETED, a2a_pb2.TASK_STATE_FAILED, a2a_pb2.TASK_STATE_CANCELED, a2a_pb2.TASK_STATE_REJECTED)
+INPUT_REQUIRED = a2a_pb2.TASK_STATE_INPUT_REQUIRED
+
+
+def recent_us() -> int:
+    return time.time_ns() // 1000
+
+
+def event(task_id: str, seq: int, state: a2a_pb2.TaskState) -> TaskEvent:
+    update = a2a_pb2.TaskStatusUpdateEvent(task_id=task_id, status=a2a_pb2.TaskStatus(state=state))
+    return TaskEvent(seq, state, a2a_pb2.StreamResponse(status_update=update).SerializeToString())
+
+
+async def task_with_everything(manager: Manager, task_id: str, state: a2a_pb2.TaskState, ts_us: int) -> None:
+    """A task that reached `state` at `ts_us`, with history, an artifact, two events and a push config."""
+    await manager.create(task_id, history=[message("hi")], artifacts=[artifact("a", "x")])
+    manager.versions[task_id] += 1
+    write = TaskWrite(
+        task_id,
+        manager.versions[task_id],
+        status=status(state, ts_us),
+        history=[message("bye")],
+        events=[event(task_id, 1, WORKING), event(task_id, 2, state)],
+    )
+    await manager.store.apply(write)
+    await manager.store.put_push_config(OWNER, push_config(task_id, "c1"), delivered=0)
+
+
+async def held_rows(store: TaskStore, task_id: str) -> dict[str, int]:
+    """The rows of every table of a durable store that hold something of the task ({} for the memory store)."""
+    if isinstance(store, SqliteStore):
+        tables = {"tasks": "id", "history": "task_id", "artifacts": "task_id", "task_events": "task_id"}
+        tables["push_configs"] = "task_id"
+        with contextlib.closing(sqlite3.connect(store.path)) as conn:
+            return {
+                table: conn.execute(f"SELECT COUNT(*) FROM {table} WHERE {column} = ?", (task_id,)).fetchone()[0]
+                for table, column in tables.items()
+            }
+    if isinstance(store, PostgresStore):
+        tables = {"tasks": "id", "history": "task_id", "artifact_chunks": "task_id", "task_events": "task_id"}
+        tables |= {"push_configs": "task_id", "cancel_requests": "task_id"}
+        conn = await asyncpg.connect(store.url)
+        try:
+            return {
+                table: await conn.fetchval(f"SELECT COUNT(*) FROM {table} WHERE {column} = $1", task_id)
+                for table, column in tables.items()
+            }
+        finally:
+            await conn.close()
+    return {}
+
+
+async def test_a_task_final_longer_than_the_retention_is_removed_with_all_it_holds(store: TaskStore) -> None:
+    manager = Manager(store)
+    old = [f"old-{state}" for state in FINAL_STATES]
+    for task_id, state in zip(old, FINAL_STATES, strict=True):
+        await task_with_everything(manager, task_id, state, T0)
+    await task_with_everything(manager, "young", COMPLETED, recent_us())
+    await task_with_everything(manager, "working", WORKING, T0)  # not final, however old its status
+    await task_with_everything(manager, "waiting", INPUT_REQUIRED, T0)
+    if isinstance(store, PostgresStore):
+        await store.request_cancel("old-3")  # a cancel request row, removed with its task
+    before = await held_rows(store, "old-3")
+
+    assert await store.remove_final_tasks(HOUR) == len(FINAL_STATES)
+
+    for task_id in old:
+        assert await store.get_task(task_id, OWNER) is None
+        assert await store.load_task(task_id, OWNER) is None
+        assert await store.list_push_configs(OWNER, task_id, 10, "") == ([], "")
+        assert await store.read_events(task_id, 0, 10) == []
+    assert all(before.values()) and not any((await held_rows(store, "old-3")).values()), before
+    assert set(await listed_ids(store)) == {"young", "working", "waiting"}
+    for task_id in ("young", "working", "waiting"):
+        assert len(await store.read_events(task_id, 0, 10)) == 2
+        assert (await store.get_push_config(OWNER, task_id, "c1")) is not None
+    assert await store.remove_final_tasks(HOUR) == 0
+
+
+async def test_a_backlog_of_old_final_tasks_is_removed_in_batches_until_none_is_left(store: TaskStore) -> None:
+    manager = Manager(store)
+    for index in range(5):
+        await task_with_everything(manager, f"old-{index}", COMPLETED, T0 + index)
+    assert await store.remove_final_tasks(HOUR, batch=2) == 5
+    assert await listed_ids(store) == []
+
+
+async def test_a_removed_task_takes_no_write_and_comes_back_as_nothing(store: TaskStore) -> None:
+    """A replica or a machine holding the removed task writes on top of a version the store no longer has."""
+    manager = Manager(store)
+    await task_with_everything(manager, "old", COMPLETED, T0)
+    await store.remove_final_tasks(HOUR)
+    with pytest.raises(VersionConflictError):
+        await store.apply(TaskWrite("old", 3, history=[message("late")], events=[event("old", 3, COMPLETED)]))
+    assert await store.get_task("old", OWNER) is None
+    assert await store.read_events("old", 0, 10) == []
 
 
 # -- SQLite: durability, crashes, group commit -----------------------------------------------------

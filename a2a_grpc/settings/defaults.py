@@ -42,6 +42,11 @@ LEASE_SECONDS: Final = 10.0  # a replica whose heartbeat is older has died
 POLL_SECONDS: Final = 1.0  # how often a replica polls while notifications are down
 # Longer than push delivery's default max age (an hour), so a final task's deliveries have normally finished.
 EVENT_RETENTION_SECONDS: Final = 86_400.0
+# A week: long past any caller polling GetTask for a result (and past the event retention), yet a store keeps
+# only a week of finished work, not all it ever did. 0 keeps tasks forever.
+TASK_RETENTION_SECONDS: Final = 7 * 86_400.0
+# ~220 MB of the echo agent's tasks (2.2 KB each); past it the tasks final the longest are evicted. 0: no bound.
+MEMORY_STORE_MAX_TASKS: Final = 100_000
 
 # Push notifications
 PUSH_ALLOW_HTTP: Final = False

@@ -190,6 +190,30 @@ STORE_SETTINGS = (
         "every store); after that a resumed stream, or a webhook still behind, gets the task as it is now instead "
         "of the events",
     ),
+    Setting(
+        "task_retention",
+        field="task_retention_seconds",
+        default_value=defaults.TASK_RETENTION_SECONDS,
+        convert=setting_types.retention,
+        default_note="a week",
+        help="seconds a task is kept once final (COMPLETED, FAILED, CANCELED, REJECTED); then it is removed with "
+        "all it holds and GetTask is TASK_NOT_FOUND; 0 keeps tasks forever",
+        doc="seconds a task is kept once final (`COMPLETED`, `FAILED`, `CANCELED`, `REJECTED`); then it is removed "
+        "with its history, artifacts, events and push configs, and a `GetTask` of it is `TASK_NOT_FOUND` (checked "
+        "at start-up and every 5 minutes, in every store; `0` keeps tasks forever; a task waiting for input is "
+        "kept): see [Retention](operations.md#retention)",
+    ),
+    Setting(
+        "memory_store_max_tasks",
+        field="memory_store_max_tasks",
+        default_value=defaults.MEMORY_STORE_MAX_TASKS,
+        convert=setting_types.count,
+        help="tasks the memory store holds at most: one more evicts the task final the longest, or is "
+        "RESOURCE_EXHAUSTED when none is final; 0 for no bound",
+        doc="tasks the `memory` store holds at most: a new task past them evicts the task final the longest "
+        "(whatever `--task-retention` says), and is `RESOURCE_EXHAUSTED` (`TOO_MANY_TASKS`) with a `RetryInfo` "
+        "when none is final; a task not final is never evicted; `0` for no bound",
+    ),
 )
 
 PUSH_SETTINGS = (

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from a2a_grpc.settings.defaults import MEMORY_STORE_MAX_TASKS
 from a2a_grpc.store._codec import config_page_token_after, page_token_after
 from a2a_grpc.store.base import (
     InvalidPageTokenError,
@@ -46,10 +47,11 @@ _SQLITE_PREFIX = "sqlite:///"
 _POSTGRES_PREFIXES = ("postgresql://", "postgres://")
 
 
-def open_store(url: str, pool_size: int = POOL_SIZE) -> TaskStore:
-    """The store named by `url`, not yet opened (await its `open()`); `pool_size` connections for PostgreSQL."""
+def open_store(url: str, pool_size: int = POOL_SIZE, memory_max_tasks: int = MEMORY_STORE_MAX_TASKS) -> TaskStore:
+    """The store named by `url`, not yet opened (await its `open()`); `pool_size` connections for PostgreSQL,
+    `memory_max_tasks` tasks at most in the memory store (0: no bound)."""
     if url in ("memory", "memory://"):
-        return MemoryStore()
+        return MemoryStore(max_tasks=memory_max_tasks)
     if url.startswith(_SQLITE_PREFIX):
         path = url.removeprefix(_SQLITE_PREFIX)  # "sqlite:////abs" leaves "/abs"; "sqlite:///rel", "rel"
         if not path:

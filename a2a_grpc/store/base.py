@@ -8,7 +8,8 @@ acknowledged once the awaitable returned by `apply` has resolved: after that it 
 Every change a stream shows (a status update, an artifact chunk) is also an entry of the task's event
 log, numbered 1, 2, 3... per task and written with the change: streams, resumed streams and other
 replicas read the log, so it is the source of truth for what a subscriber sees. Every store deletes the
-log of a task that has been final for a while (`prune_events`): a reader then gets the task instead.
+log of a task that has been final for a while (`prune_events`): a reader then gets the task instead; and,
+later, the task itself with all it holds (`remove_final_tasks`): it is then unknown, as if never created.
 """
 
 from __future__ import annotations
@@ -19,13 +20,15 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol
 
-from a2a_grpc.errors import StorageUnavailableError
+from a2a_grpc.errors import StorageUnavailableError, TooManyTasksError
 from a2a_grpc.generated import a2a_pb2
 
 # A page of a task's event log ends early at the event whose body brings it to this many bytes.
 EVENT_PAGE_BYTES = 4 * 1024 * 1024
 # Events `prune_events` deletes per store write, so that other writes go between its batches.
 PRUNE_BATCH_EVENTS = 10_000
+# Tasks `remove_final_tasks` deletes per store write (each with its history, artifacts, events and push configs).
+REMOVE_BATCH_TASKS = 200
 # A call refused because the store is unavailable is told to retry this much later (RetryInfo).
 STORE_RETRY_SECONDS = 1.0
 
@@ -68,6 +71,18 @@ class StoreInUseError(StoreError):
         )
         self.path = path
         self.holder = holder
+
+
+class StoreAtCapacityError(StoreError, TooManyTasksError):
+    """A new task refused by a store that holds as many tasks as it may, none of them final (the memory store's
+    bound): an A2A error as it is, RESOURCE_EXHAUSTED (TOO_MANY_TASKS) with a RetryInfo."""
+
+    def __init__(self, max_tasks: int) -> None:
+        super().__init__(
+            f"the server holds as many tasks as it may keep ({max_tasks}), none of them finished; retry later",
+            metadata={"limit": str(max_tasks)},
+            retry_delay=STORE_RETRY_SECONDS,
+        )
 
 
 class VersionConflictError(StoreError):
@@ -262,6 +277,13 @@ class TaskStore(Protocol):
         """Delete the event logs of the tasks whose final status is older than that, `batch` events per
         write; returns how many events were deleted. The tasks themselves, and their last event's number,
         stay."""
+        ...
+
+    async def remove_final_tasks(self, older_than_seconds: float, batch: int = REMOVE_BATCH_TASKS) -> int:
+        """Delete the tasks whose final status is older than that, each with its history, artifacts, events and
+        push configs, `batch` tasks per write, so that other writes go between; returns how many tasks went.
+        A removed task is unknown from then on. A shared store lets one replica at a time remove (a lease):
+        on the others this returns 0."""
         ...
 
     async def running_tasks(self) -> list[tuple[str, str]]:

@@ -5,7 +5,10 @@ nothing it holds or hands out is shared with the task manager's live tasks. A co
 outweigh it is rebuilt (`a2a_grpc.compaction`).
 
 `apply` never raises: it returns an already-completed future, which holds the write's error
-(`VersionConflictError`, or `ValueError` for a create without a task) if it failed.
+(`VersionConflictError`, `StoreAtCapacityError`, or `ValueError` for a create without a task) if it failed.
+
+It holds at most `max_tasks` tasks: a new task past that evicts the task final the longest, and is refused
+(`StoreAtCapacityError`) when no task is final; a task not final is never evicted.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import functools
+import heapq
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -21,6 +25,7 @@ from typing import TypeVar
 from a2a_grpc import compaction
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.protocol import RUNNING_STATES, TERMINAL_STATES
+from a2a_grpc.settings.defaults import MEMORY_STORE_MAX_TASKS
 from a2a_grpc.store._codec import (
     decode_config_cursor,
     decode_task_cursor,
@@ -32,10 +37,12 @@ from a2a_grpc.store._codec import (
 from a2a_grpc.store.base import (
     EVENT_PAGE_BYTES,
     PRUNE_BATCH_EVENTS,
+    REMOVE_BATCH_TASKS,
     CommitObserver,
     EventsPrunedError,
     LoadedTask,
     PushTarget,
+    StoreAtCapacityError,
     TaskEvent,
     TaskPage,
     TaskQuery,
@@ -94,18 +101,23 @@ class _Config:
 
 
 class MemoryStore:
-    """`max_log_bytes` bounds each task's event log: the oldest events are dropped beyond it."""
+    """`max_log_bytes` bounds each task's event log: the oldest events are dropped beyond it. `max_tasks`
+    bounds the tasks held (0: no bound)."""
 
     shared = False
 
-    def __init__(self, max_log_bytes: int = MAX_LOG_BYTES) -> None:
+    def __init__(self, max_log_bytes: int = MAX_LOG_BYTES, max_tasks: int = MEMORY_STORE_MAX_TASKS) -> None:
         self.max_log_bytes = max_log_bytes
+        self.max_tasks = max_tasks
         self.on_commit: CommitObserver | None = None
         self._tasks: dict[str, _Entry] = {}
         self._by_owner: dict[str, dict[str, _Entry]] = {}
         self._configs: dict[str, dict[str, _Config]] = {}  # task id -> config id -> config
         # Tasks with a config that may still be due (not caught up with a final task): what a sweep reads.
         self._open: set[str] = set()
+        # (final status time, task id) of each task as it became final, oldest first: what removal and eviction
+        # take. An entry whose task is gone or was stamped again since is stale, and skipped when reached.
+        self._final: list[tuple[int, str]] = []
 
     async def open(self) -> None:
         pass
@@ -132,6 +144,7 @@ class MemoryStore:
             compaction.set_status(entry, write.status)
             entry.state = write.status.state
             entry.ts_us = status_ts_us(write.status)
+            self._note_final(entry)
         entry.task.history.extend(write.history)
         if write.history_kept is not None and len(entry.task.history) > write.history_kept:
             del entry.task.history[: len(entry.task.history) - write.history_kept]
@@ -146,11 +159,14 @@ class MemoryStore:
         task = write.task
         if task is None:
             return _failed(self._loop, ValueError(f"create write for task {write.task_id!r} has no task"))
+        if self.max_tasks and len(self._tasks) >= self.max_tasks and not self._remove_oldest_final(1):
+            return _failed(self._loop, StoreAtCapacityError(self.max_tasks))
         status = task.status
         entry = _Entry(_copy(task), write.owner, task.context_id, 1, status.state, status_ts_us(status))
         self._log(entry, write.events)
         self._tasks[write.task_id] = entry
         self._by_owner.setdefault(write.owner, {})[write.task_id] = entry
+        self._note_final(entry)
         if write.push_config is not None:
             self._put_config(write.owner, write.push_config, 0)
         return _done(self._loop)
@@ -195,6 +211,44 @@ class MemoryStore:
                 entry.events = []
                 entry.log_bytes = 0
         return pruned
+
+    async def remove_final_tasks(self, older_than_seconds: float, batch: int = REMOVE_BATCH_TASKS) -> int:
+        """`batch` tasks a loop turn, the oldest first: calls go between the batches."""
+        cutoff = now_us() - round(older_than_seconds * 1_000_000)
+        removed = 0
+        while True:
+            taken = self._remove_oldest_final(batch, before=cutoff)
+            removed += taken
+            if taken < batch:
+                return removed
+            await asyncio.sleep(0)
+
+    def _note_final(self, entry: _Entry) -> None:
+        if entry.state in TERMINAL_STATES:
+            heapq.heappush(self._final, (entry.ts_us, entry.task.id))
+
+    def _remove_oldest_final(self, limit: int, before: int | None = None) -> int:
+        """Remove up to `limit` final tasks, those final the longest first (and only those final `before`, when
+        given); returns how many went."""
+        removed = 0
+        while removed < limit and self._final and (before is None or self._final[0][0] < before):
+            ts_us, task_id = heapq.heappop(self._final)
+            entry = self._tasks.get(task_id)
+            if entry is not None and entry.ts_us == ts_us and entry.state in TERMINAL_STATES:
+                self._remove(entry)
+                removed += 1
+        return removed
+
+    def _remove(self, entry: _Entry) -> None:
+        """Delete a task and all it holds: its entry, its place in the owner's tasks, its push configs."""
+        task_id = entry.task.id
+        del self._tasks[task_id]
+        owned = self._by_owner[entry.owner]
+        del owned[task_id]
+        if not owned:
+            del self._by_owner[entry.owner]
+        self._configs.pop(task_id, None)
+        self._open.discard(task_id)
 
     async def running_tasks(self) -> list[tuple[str, str]]:
         return [(task_id, e.owner) for task_id, e in self._tasks.items() if e.state in RUNNING_STATES]

@@ -13,7 +13,8 @@ transaction.
 Replicas coordinate through the database too (`SharedStore`): the write leaving a task running names
 its replica as the runner, replicas keep heartbeat rows, and they hear of each other's events and of
 cancel requests through LISTEN/NOTIFY (postgres_replicas). The schema is in postgres_schema, the
-writes in postgres_writes, push-notification configs in postgres_push (outside the write queue).
+writes in postgres_writes, push-notification configs in postgres_push (outside the write queue), and task
+retention in postgres_retention.
 
 Text columns use the "C" collation, so ids order by code point as in the other stores. PostgreSQL text
 cannot hold NUL: a write with NUL in a stored string fails with ValueError, and a read asking for one
@@ -33,10 +34,12 @@ from a2a_grpc.ids import new_id
 from a2a_grpc.settings.defaults import STORE_POOL_SIZE
 from a2a_grpc.store import postgres_push as push
 from a2a_grpc.store import postgres_replicas as replicas
+from a2a_grpc.store import postgres_retention as retention
 from a2a_grpc.store._codec import decode_config_cursor, decode_task_cursor, encode_task_cursor, now_us
 from a2a_grpc.store.base import (
     EVENT_PAGE_BYTES,
     PRUNE_BATCH_EVENTS,
+    REMOVE_BATCH_TASKS,
     CommitObserver,
     InvalidPageTokenError,
     LoadedTask,
@@ -218,6 +221,10 @@ class PostgresStore:
             pruned += deleted
             if deleted < batch:
                 return pruned
+
+    async def remove_final_tasks(self, older_than_seconds: float, batch: int = REMOVE_BATCH_TASKS) -> int:
+        cutoff = now_us() - round(older_than_seconds * 1_000_000)
+        return await retention.remove_final_tasks(self._pool(), self.replica_id, cutoff, batch)
 
     async def running_tasks(self) -> list[tuple[str, str]]:
         pool = self._pool()

@@ -37,6 +37,7 @@ from a2a_grpc.store._codec import decode_config_cursor, decode_task_cursor, now_
 from a2a_grpc.store.base import (
     EVENT_PAGE_BYTES,
     PRUNE_BATCH_EVENTS,
+    REMOVE_BATCH_TASKS,
     CommitObserver,
     LoadedTask,
     PushTarget,
@@ -139,6 +140,15 @@ class SqliteStore:
             pruned += deleted
             if deleted < batch:
                 return pruned
+
+    async def remove_final_tasks(self, older_than_seconds: float, batch: int = REMOVE_BATCH_TASKS) -> int:
+        cutoff = now_us() - round(older_than_seconds * 1_000_000)
+        removed = 0
+        while True:  # a batch a write, so that the writes of the tasks being served go between
+            taken: int = await self._submit(writes.remove_final_tasks, (cutoff, batch))
+            removed += taken
+            if taken < batch:
+                return removed
 
     async def running_tasks(self) -> list[tuple[str, str]]:
         return await self._read(reads.running_tasks)

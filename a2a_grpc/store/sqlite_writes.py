@@ -1,6 +1,7 @@
 """The SQLite store's task writes: reduced to bytes and plain values on the event loop (`prepare`), then
 applied on the writer thread, inside its transaction (`apply_write`). A write checks the task's stored
-version, appends its history, artifact chunks and events, and compacts a finished task's artifacts."""
+version, appends its history, artifact chunks and events, and compacts a finished task's artifacts. Old final
+tasks lose their events (`prune_events`), later the whole task (`remove_final_tasks`)."""
 
 from __future__ import annotations
 
@@ -29,6 +30,15 @@ _INSERT_EVENT: Final = "INSERT INTO task_events (task_id, seq, state, body) VALU
 _PRUNE_EVENTS: Final = (
     "DELETE FROM task_events WHERE (task_id, seq) IN (SELECT e.task_id, e.seq FROM tasks t"
     f" JOIN task_events e ON e.task_id = t.id WHERE t.state IN {TERMINAL_SQL} AND t.status_ts_us < ? LIMIT ?)"
+)
+
+# The tasks final the longest, through the index tasks_final.
+OLDEST_FINAL_TASKS: Final = (
+    f"SELECT id FROM tasks WHERE state IN {TERMINAL_SQL} AND status_ts_us < ? ORDER BY status_ts_us LIMIT ?"
+)
+# What a task holds, deleted before the task (history and artifacts reference it).
+_DELETE_HELD: Final = tuple(
+    f"DELETE FROM {table} WHERE task_id = ?" for table in ("task_events", "history", "artifacts", "push_configs")
 )
 
 
@@ -179,6 +189,22 @@ def prune_events(conn: sqlite3.Connection, payload: tuple[int, int]) -> int:
     """payload: (cutoff, batch). Delete up to `batch` events of tasks final since before the cutoff (µs);
     returns how many went."""
     return conn.execute(_PRUNE_EVENTS, payload).rowcount
+
+
+def remove_final_tasks(conn: sqlite3.Connection, payload: tuple[int, int]) -> int:
+    """payload: (cutoff, batch). Delete up to `batch` tasks final since before the cutoff (µs), the oldest
+    first, with all they hold; returns how many went."""
+    task_ids = [task_id for (task_id,) in conn.execute(OLDEST_FINAL_TASKS, payload)]
+    for task_id in task_ids:
+        delete_task(conn, task_id)
+    return len(task_ids)
+
+
+def delete_task(conn: sqlite3.Connection, task_id: str) -> None:
+    """Delete a task with its events, history, artifacts and push configs."""
+    for statement in _DELETE_HELD:
+        conn.execute(statement, (task_id,))
+    conn.execute("DELETE FROM tasks WHERE id = ?", (task_id,))
 
 
 def set_max_pages(conn: sqlite3.Connection, pages: int) -> int:

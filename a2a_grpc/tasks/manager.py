@@ -10,8 +10,8 @@ that what a caller may see is decided in one place (`check_visible`).
 The manager is the one entry; the work is shared among the parts it owns, each given what it needs:
 `LiveTasks` (the `TaskMachine` of each task worked on or watched here: the one owner of that task's
 state and transitions), `TaskWriter` (storing the machines' writes, and a full store), `AgentRuns` (the
-agent's coroutines and its cancel handler), `EventPruner` (deleting old final tasks' event logs) and,
-when the store is shared, `ReplicaKeeper` (the other replicas).
+agent's coroutines and its cancel handler), `Retention` (deleting old final tasks' event logs, later the
+tasks themselves) and, when the store is shared, `ReplicaKeeper` (the other replicas).
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from a2a_grpc.tasks.live import copy_task, stamp_now
 from a2a_grpc.tasks.live_tasks import LiveTasks
 from a2a_grpc.tasks.machine import Phase, Subscription, TaskMachine, TaskRun
 from a2a_grpc.tasks.replicas import LEASE_SECONDS, POLL_SECONDS, ReplicaKeeper
-from a2a_grpc.tasks.retention import EVENT_RETENTION_SECONDS, EventPruner
+from a2a_grpc.tasks.retention import EVENT_RETENTION_SECONDS, TASK_RETENTION_SECONDS, Retention
 from a2a_grpc.tasks.rules import (
     bad_page_token,
     check_visible,
@@ -57,7 +57,8 @@ from a2a_grpc.tasks.writes import TaskWriter
 
 class TaskManager:
     """`on_storage_writable(False)` is called when the store turns out to be full, `(True)` when it
-    takes a write again. The events of a task final for `event_retention_seconds` are deleted."""
+    takes a write again. The events of a task final for `event_retention_seconds` are deleted, and the task
+    itself once final for `task_retention_seconds` (0: never)."""
 
     def __init__(
         self,
@@ -70,11 +71,12 @@ class TaskManager:
         on_push_due: Callable[[str], None] | None = None,
         limits: TaskLimits = DEFAULT_TASK_LIMITS,
         event_retention_seconds: float = EVENT_RETENTION_SECONDS,
+        task_retention_seconds: float = TASK_RETENTION_SECONDS,
         credential_headers: Iterable[str] = (),
     ) -> None:
         self.store = store
         self._agent_view = AgentView(executor, credential_headers)
-        self._pruner = EventPruner(store, event_retention_seconds)
+        self._retention = Retention(store, event_retention_seconds, task_retention_seconds)
         self._tasks = LiveTasks(store, limits, subscriber_buffer_bytes)
         self._writer = self._tasks.storage = TaskWriter(store, self._tasks, on_storage_writable, on_push_due)
         self._runs = AgentRuns(executor, lambda: self._tasks.loop)
@@ -287,8 +289,8 @@ class TaskManager:
     async def start(self) -> int:
         """Once the store is open: alone on it, fail the tasks a previous process left running (no agent
         works on them any more) and return how many; sharing it, start following the other replicas.
-        Either way, start pruning old event logs."""
-        self._pruner.start()
+        Either way, start pruning old event logs and removing old final tasks."""
+        self._retention.start()
         if self._replicas is not None:
             self._replicas.start()
             return 0
@@ -308,7 +310,7 @@ class TaskManager:
         UNAVAILABLE. Sharing the store, give up this replica's lease once its last writes are stored.
         Returns how many tasks it failed."""
         self._closing = True
-        await self._pruner.stop()
+        await self._retention.stop()
         failing = sum(1 for machine in self._tasks if _agent_runs_on(machine))
         await self._runs.stop()
         await self._writer.finish_recoveries()

@@ -21,6 +21,7 @@ from a2a_grpc.ids import new_id
 from a2a_grpc.protocol import TERMINAL_STATES
 from a2a_grpc.store.base import (
     StorageFullError,
+    StoreAtCapacityError,
     StoreError,
     StoreUnavailableError,
     TaskStore,
@@ -115,7 +116,7 @@ class TaskWriter:
             if machine.version > 1:  # stored before: it would stay running with no agent behind it
                 self._unstored[machine.task.id] = machine.owner
             error = error if isinstance(error, StoreUnavailableError) else storage_unavailable()
-        else:
+        elif not isinstance(error, StoreAtCapacityError):  # a limit the caller is told of, as a rate limit is
             log.error("could not persist task %s: %s", machine.task.id, error)
         return error
 
