@@ -21,7 +21,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.aiohttp import make_aiohttp_handler
 
 from a2a_grpc import resume
-from a2a_grpc.agent import AgentExecutor, declared_extensions
+from a2a_grpc.agent import AgentExecutor, check_agent, declared_extensions
 from a2a_grpc.agents.echo import EchoAgent
 from a2a_grpc.auth import AuthSettings, Verifiers, secure_cards
 from a2a_grpc.auth.card_security import API_KEY, kind_of
@@ -163,16 +163,14 @@ def load_agent(spec: str | None) -> AgentExecutor:
             target = target()
     except Exception as error:  # whatever the module or the constructor raised: one line, no traceback
         raise ValueError(f"cannot load agent {spec}: {_one_line(error)}") from None
-    agent = target
-    if not hasattr(agent, "execute"):
-        raise ValueError(f"{spec} is not an agent: it has no execute(context, events) method")
+    agent = check_agent(target, spec)
     if not callable(getattr(agent, "cancel", None)):
         log.warning(
             "agent %s has no cancel(context, events) method: CancelTask interrupts its execute() and marks "
             "the task canceled without asking it",
             spec,
         )
-    return agent  # type: ignore[no-any-return]
+    return agent
 
 
 def _one_line(error: Exception) -> str:
@@ -256,7 +254,7 @@ class A2AServer:
             raise ValueError(f"the HTTP listen address takes HOST:PORT, got {settings.http_listen!r}")
         # TracingUnavailable (an ImportError) without the otel extra
         self.tracing = load_tracing(tracer_provider) if settings.tracing else None
-        self.agent = agent if agent is not None else load_agent(settings.agent)
+        self.agent = check_agent(agent) if agent is not None else load_agent(settings.agent)
         self.registry = ExtensionRegistry(declared_extensions(self.agent))
         files = ServerFiles.from_settings(settings.tls_cert, settings.tls_key, settings.tls_client_ca)
         self.tls = ServerTLS(files) if files is not None else None
