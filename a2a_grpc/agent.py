@@ -59,6 +59,8 @@ class RequestContext:
         "message",
         "request_metadata",
     )
+    _copied_from: a2a_pb2.Task  # set with `_copy`: the live task it copies, at its change `_copied_at`
+    _copied_at: int
 
     def __init__(
         self,
@@ -77,8 +79,6 @@ class RequestContext:
         self.request_metadata = request_metadata  # the SendMessageRequest.metadata Struct, if any
         self._cancel_requested: asyncio.Event | None = None  # made when first needed: most calls never are
         self._copy: a2a_pb2.Task | None = None  # what `task` gave, made when the agent first reads it
-        self._copied_from: a2a_pb2.Task | None = None  # the live task `_copy` copies, at change `_copied_at`
-        self._copied_at = 0
 
     @property
     def call(self) -> CallContext:
