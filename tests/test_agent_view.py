@@ -221,3 +221,39 @@ def test_no_two_callers_tenants_and_context_ids_share_a_conversation_key() -> No
         for principal, tenant, context_id in UNAMBIGUOUS
     }
     assert len(made) == len(UNAMBIGUOUS), made
+
+
+class CancelTamperingAgent:
+    """Asks for input; asked to cancel, writes into the message its context holds (the task's status message),
+    then, once told to go on, publishes CANCELED."""
+
+    def __init__(self) -> None:
+        self.tampered = asyncio.Event()
+        self.go_on = asyncio.Event()
+
+    async def execute(self, context: RequestContext, events: EventPublisher) -> None:
+        await events.input_required("which one?")
+
+    async def cancel(self, context: RequestContext, events: EventPublisher) -> None:
+        context.message.parts[0].text = "forged"
+        self.tampered.set()
+        await self.go_on.wait()
+        await events.canceled()
+
+
+async def test_the_message_a_cancel_handler_is_given_is_not_part_of_its_task(start_server: StartServer) -> None:
+    """Finding 2, for `cancel` on a task waiting for input: its context's message is a copy of the status
+    message, so what the agent writes into it changes nothing of the task."""
+    agent = CancelTamperingAgent()
+    async with asyncio.timeout(TEST_SECONDS):
+        server = await start_server(agent=agent)
+        async with grpc.aio.insecure_channel(server.grpc_target) as channel:
+            stub = make_stub(channel)
+            task_id = (await stub.SendMessage(send_request(), metadata=V1)).task.id
+            canceling = asyncio.ensure_future(stub.CancelTask(a2a_pb2.CancelTaskRequest(id=task_id), metadata=V1))
+            await agent.tampered.wait()
+            during = await stub.GetTask(a2a_pb2.GetTaskRequest(id=task_id), metadata=V1)
+            agent.go_on.set()
+            canceled = await canceling
+    assert [part.text for part in during.status.message.parts] == ["which one?"]
+    assert canceled.status.state == a2a_pb2.TASK_STATE_CANCELED
