@@ -21,7 +21,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.aiohttp import make_aiohttp_handler
 
 from a2a_grpc import resume
-from a2a_grpc.agent import AgentExecutor, declared_extensions
+from a2a_grpc.agent import AgentExecutor, check_agent, declared_extensions
 from a2a_grpc.agents.echo import EchoAgent
 from a2a_grpc.auth import AuthSettings, Verifiers, secure_cards
 from a2a_grpc.auth.card_security import API_KEY, kind_of
@@ -147,16 +147,14 @@ def load_agent(spec: str | None) -> AgentExecutor:
     """The agent named `MODULE:ATTR`: a class or factory (called with no arguments) or an instance."""
     if spec is None:
         return EchoAgent()
-    agent = load_object(spec, "--agent", "agent", lambda target: hasattr(target, "execute"))
-    if not hasattr(agent, "execute"):
-        raise ValueError(f"{spec} is not an agent: it has no execute(context, events) method")
+    agent = check_agent(load_object(spec, "--agent", "agent", lambda target: hasattr(target, "execute")), spec)
     if not callable(getattr(agent, "cancel", None)):
         log.warning(
             "agent %s has no cancel(context, events) method: CancelTask interrupts its execute() and marks "
             "the task canceled without asking it",
             spec,
         )
-    return agent  # type: ignore[no-any-return]
+    return agent
 
 
 def _serving_cards(
@@ -233,7 +231,7 @@ class A2AServer:
             raise ValueError(f"the HTTP listen address takes HOST:PORT, got {settings.http_listen!r}")
         # TracingUnavailable (an ImportError) without the otel extra
         self.tracing = load_tracing(tracer_provider) if settings.tracing else None
-        self.agent = agent if agent is not None else load_agent(settings.agent)
+        self.agent = check_agent(agent) if agent is not None else load_agent(settings.agent)
         self.interceptors = [
             *(checked_interceptor(given, repr(given)) for given in interceptors),
             *(load_interceptor(spec) for spec in settings.interceptors),
