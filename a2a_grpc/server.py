@@ -346,8 +346,9 @@ class A2AServer:
             max_parts=settings.max_parts,
         )
         faces = [(V10_FACE, servicer), *([(V03_FACE, V03Servicer(servicer))] if self._serves_v03 else [])]
-        for face, face_servicer in faces:
-            handlers = self._chain(face).method_handlers(face_servicer)
+        chains = [self._chain(face) for face, _ in faces]
+        for (face, face_servicer), chain in zip(faces, chains, strict=True):
+            handlers = chain.method_handlers(face_servicer)
             name = face.service.full_name
             server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(name, handlers),))
             server.add_registered_method_handlers(name, handlers)
@@ -355,7 +356,9 @@ class A2AServer:
         health_pb2_grpc.add_HealthServicer_to_server(self.health, guarded)
         add_reflection((*(face.service.full_name for face, _ in faces), health.SERVICE_NAME), guarded)
         spoken = [(face.service.full_name, face.version) for face, _ in faces]
-        server.add_generic_rpc_handlers((UnknownMethods(spoken, self._access_log, self.metrics),))
+        server.add_generic_rpc_handlers(
+            (UnknownMethods(spoken, self._access_log, self.metrics, chains[0].admit_caller),)
+        )
         if not settings.worker_mode:  # a worker's port is held by its parent, which checked it
             _check_not_in_use(settings.listen)
         try:

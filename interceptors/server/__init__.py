@@ -106,9 +106,7 @@ class ServerChain:
     async def admit(self, method: str, arrival: Arrival, context: Any) -> CallContext:
         """The call's context, once every check accepted it (each refusal raises its A2AError)."""
         metadata = arrival.metadata
-        principal = await self._authenticated(arrival, context) if self._authenticate is not None else ANONYMOUS
-        if self.limits.rate_limited:
-            self.limits.take_request(caller_of(principal.name, arrival.peer))
+        principal = await self.admit_caller(arrival, context)
         version = self._check_version(metadata)
         negotiation: Negotiation = self._negotiate(metadata) if self._negotiate is not None else NO_NEGOTIATION
         return CallContext(
@@ -123,6 +121,14 @@ class ServerChain:
             claims=principal.claims,
             peer=arrival.peer,
         )
+
+    async def admit_caller(self, arrival: Arrival, context: Any) -> Principal:
+        """The caller's principal, once authentication and its request rate let the call in (each refusal raises
+        its A2AError): what every call goes through, a call to a method no service serves included."""
+        principal = await self._authenticated(arrival, context) if self._authenticate is not None else ANONYMOUS
+        if self.limits.rate_limited:
+            self.limits.take_request(caller_of(principal.name, arrival.peer))
+        return principal
 
     async def _authenticated(self, arrival: Arrival, context: Any) -> Principal:
         """The caller's principal; a failure counts against its address's budget of failures, and an address
