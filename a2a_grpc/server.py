@@ -28,6 +28,7 @@ from a2a_grpc.auth.card_security import API_KEY, kind_of
 from a2a_grpc.card import GRPC_BINDING, CardError, complete_card, load_card, register_card_extensions
 from a2a_grpc.card_http import CACHE_CONTROL, CardDocument
 from a2a_grpc.card_signing import CardSigner, check_signed_as_served
+from a2a_grpc.connections import DEFAULT_HANDSHAKE_SECONDS, DEFAULT_IDLE_SECONDS, connection_options
 from a2a_grpc.extensions import MAX_EXTENSION_PAYLOAD_BYTES, ExtensionRegistry
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.http_guard import ConnectionGuard
@@ -139,6 +140,11 @@ class ServerSettings:
     # send a request's head (from its opening, or its last response; idle keep-alive ones close after as long).
     http_max_connections: int = 512
     http_head_seconds: float = 10.0
+    # The gRPC port (a2a_grpc.connections): connections open at most (0: half the open-file limit), the seconds a
+    # connection has to finish its handshake, and those without a call it may stay open (0: for ever).
+    max_connections: int = 0
+    handshake_seconds: float = DEFAULT_HANDSHAKE_SECONDS
+    connection_idle_seconds: float = DEFAULT_IDLE_SECONDS
     readiness_interval_seconds: float = 2.0
     readiness_timeout_seconds: float = 3.0
     # TLS on both ports (a2a_grpc.tls), reloaded by reload_certificates(): the PEM certificate chain and its
@@ -333,6 +339,9 @@ class A2AServer:
                 ("grpc.max_metadata_size", settings.max_metadata_bytes),
                 ("grpc.absolute_max_metadata_size", settings.max_metadata_bytes),
                 ("grpc.so_reuseport", int(settings.worker_mode)),
+                *connection_options(
+                    settings.max_connections, settings.handshake_seconds, settings.connection_idle_seconds
+                ),
             ],
         )
         servicer = A2AServicer(

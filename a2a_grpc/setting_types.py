@@ -48,6 +48,12 @@ def positive_count(text: str) -> int:
     return int(text)
 
 
+def count(text: str) -> int:
+    if not text.strip().isdigit():
+        raise _refuse("a whole number, 0 or more", text, verb="must be")
+    return int(text)
+
+
 def _number(text: str) -> float:
     try:
         number = float(text)
@@ -75,6 +81,11 @@ def duration(text: str) -> float:
 
 def grace_seconds(text: str) -> float:
     """A shutdown grace period: 0 (stop at once) up to a day."""
+    return seconds_below(text, 86_400, zero=True)
+
+
+def seconds_or_never(text: str) -> float:
+    """Seconds up to a day, or 0 for never."""
     return seconds_below(text, 86_400, zero=True)
 
 

@@ -80,6 +80,34 @@ LIMIT_SETTINGS = (
         doc=f"streams open at once on one server process, all callers together; one more is {RESOURCE_EXHAUSTED}",
     ),
     Setting(
+        "max_connections",
+        field="max_connections",
+        convert=setting_types.count,
+        default_note="half the open-file limit",
+        help="connections the gRPC port keeps open at once, all addresses together; one more is closed as soon as "
+        "it is accepted; 0 for half the process's open-file limit (ulimit -n)",
+        doc="connections the gRPC port keeps open at once, all addresses together; one more is closed as soon as "
+        "it is accepted; `0` for half the process's open-file limit (`ulimit -n`): see [Limits](#limits)",
+    ),
+    Setting(
+        "handshake_seconds",
+        field="handshake_seconds",
+        convert=setting_types.seconds,
+        help="seconds a gRPC connection has to finish its handshake (TLS, the HTTP/2 preface and SETTINGS) before "
+        "it is closed",
+        doc="seconds a gRPC connection has to finish its handshake (TLS, then the client's HTTP/2 preface and "
+        "SETTINGS) before it is closed",
+    ),
+    Setting(
+        "connection_idle_seconds",
+        field="connection_idle_seconds",
+        convert=setting_types.seconds_or_never,
+        help="seconds a gRPC connection without a call stays open (then a GOAWAY closes it; clients reconnect); "
+        "0 for ever",
+        doc="seconds a gRPC connection without a call stays open; then a GOAWAY closes it, and clients open a new "
+        "one for their next call; `0` for ever",
+    ),
+    Setting(
         "max_parts",
         field="max_parts",
         convert=setting_types.positive_count,
