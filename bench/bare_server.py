@@ -7,7 +7,8 @@ installed. `python -m bench.bare_server` prints READY_PREFIX + port and serves u
 With `--asks` (send.bare-asks), SendMessage also asks of gRPC what our interceptor chain asks on every call:
 the request's metadata, the peer and the deadline, and it sets the trailers that echo an activated extension;
 its answer is the same prebuilt Task, encoded once. What it costs beside send.bare is the part of our servers'
-cost that is gRPC's own work for those asks, not our code.
+cost that is gRPC's own work for those asks, not our code. With `--front` (send.bare-front), calls reach it
+through bench.front's relay, what a per-address connection cap of our own would put in front of grpc.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from google.protobuf import timestamp_pb2
 from a2a_grpc.cli import run_async
 from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
 from a2a_grpc.protocol import EXTENSIONS_HEADER
+from bench.front import CappedFront
 from bench.protocol import CHUNKS, ECHO_TEXT, chunk_text, serve_until_signalled
 
 TaskState = a2a_pb2.TaskState
@@ -104,19 +106,29 @@ class AskingServicer(BareServicer):
         return self._echo
 
 
-async def serve(asks: bool) -> int:
+async def serve(asks: bool, front: bool = False) -> int:
     server = grpc.aio.server()
     servicer = AskingServicer() if asks else BareServicer()
     a2a_pb2_grpc.add_A2AServiceServicer_to_server(servicer, server)  # type: ignore[no-untyped-call]
     port = server.add_insecure_port("127.0.0.1:0")
     await server.start()
-    return await serve_until_signalled(port, lambda: server.stop(1.0))
+    if not front:
+        return await serve_until_signalled(port, lambda: server.stop(1.0))
+    relay, front_port = await CappedFront(port).start()
+
+    async def stop() -> None:
+        relay.close()
+        await server.stop(1.0)
+
+    return await serve_until_signalled(front_port, stop)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--asks", action="store_true", help="ask gRPC on every SendMessage what our chain asks")
-    return run_async(serve(parser.parse_args().asks))
+    parser.add_argument("--front", action="store_true", help="serve through a relay capping connections per address")
+    args = parser.parse_args()
+    return run_async(serve(args.asks, args.front))
 
 
 if __name__ == "__main__":

@@ -4,6 +4,8 @@ Case families (filter them with --cases, shell-style patterns):
   send.bare, send.sdk, send.{memory,sqlite}.{ext,noext}   SendMessage, echo agent, at each --concurrency
   send.bare-asks                                          send.bare asking gRPC on every call what our chain asks
                                                           (metadata, peer, deadline; the echo in the trailers)
+  send.bare-front                                         send.bare behind bench.front's relay: what an accepting
+                                                          step of ours (a per-address connection cap) costs
   send.memory.ext-headers                               ext, with unary calls echoing in headers too
   send.memory.v03{,-noext}                                send.memory.{ext,noext}'s settings, called on the A2A 0.3
                                                           face (a2a.v1.A2AService: no a2a-version, the extension
@@ -109,6 +111,7 @@ class Family:
     auth: str = ""  # "jwt": every call needs the run's JWT; "tls": the server speaks TLS; "": neither
     top_only: bool = False  # measured at the highest --concurrency only
     asks: bool = False  # the bare servicer asks gRPC what our chain asks (send.bare-asks; `extension` for its calls)
+    front: bool = False  # the bare servicer behind bench.front's relay (a per-address connection cap)
     face: str = V10  # the service a send family's calls go to: V10 (lf.a2a.v1) or V03 (a2a.v1, A2A 0.3)
 
     def levels(self, concurrency: list[int]) -> list[int]:
@@ -119,6 +122,7 @@ class Family:
 FAMILIES = (
     Family("send.bare", "send", "bare"),
     Family("send.bare-asks", "send", "bare", extension=True, asks=True),
+    Family("send.bare-front", "send", "bare", front=True),
     Family("send.sdk", "send", "sdk"),
     Family("send.memory.ext", "send", "ours", "memory", extension=True),
     Family("send.memory.noext", "send", "ours", "memory"),
@@ -279,7 +283,8 @@ class Bench:
     def _server_argv(self, family: Family, store: str = "memory") -> list[str]:
         agent = {"send": "echo", "memory": "echo", "replica": "ticks"}.get(family.kind, "chunks")
         if family.server == "bare":
-            return [sys.executable, "-m", "bench.bare_server", *(["--asks"] if family.asks else [])]
+            flags = [*(["--asks"] if family.asks else []), *(["--front"] if family.front else [])]
+            return [sys.executable, "-m", "bench.bare_server", *flags]
         if family.server == "sdk":
             argv = [str(self._sdk_python()), "-m", "bench.sdk_server", "--agent", agent]
             return argv + (["--uvloop"] if self.args.sdk_uvloop else [])
