@@ -1,8 +1,9 @@
 """The gRPC port's bounds on connections, which grpc core keeps once its channel arguments name them.
 
 - At most `max_connections` open at once (`grpc.max_allowed_incoming_connections`): one more is closed as soon
-  as it is accepted. By default half the process's open-file limit, so that a flood of connections cannot take
-  the file descriptors the HTTP port, the store and push delivery need.
+  as it is accepted. By default half of what the process's open-file limit leaves once the HTTP port has its
+  connections (at least a quarter of the limit), so that a flood of connections cannot take the file
+  descriptors the HTTP port, the store and push delivery need.
 - A connection finishes its handshake (TLS, then the client's HTTP/2 preface and SETTINGS) within
   `handshake_seconds` of opening, or is closed (`grpc.server_handshake_timeout_ms`; grpc's own default is
   120 s): a client that opens connections and says nothing holds each only that long.
@@ -26,17 +27,21 @@ FALLBACK_OPEN_FILES = 65_536  # the open-file limit assumed when the process has
 GRPC_INT_MAX = 2**31 - 1  # grpc core reads integer channel arguments as C ints
 
 
-def default_max_connections() -> int:
-    """Half the process's open-file limit (its soft limit, as `ulimit -n` shows it)."""
+def default_max_connections(others: int) -> int:
+    """Half of what the process's open-file limit (its soft limit, as `ulimit -n` shows it) leaves after `others`
+    connections elsewhere (the HTTP port's), and at least a quarter of the limit."""
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-    limit = FALLBACK_OPEN_FILES if soft == resource.RLIM_INFINITY else soft
-    return max(1, min(limit, GRPC_INT_MAX) // 2)
+    limit = min(GRPC_INT_MAX, FALLBACK_OPEN_FILES if soft == resource.RLIM_INFINITY else soft)
+    return max(1, limit // 4, (limit - others) // 2)
 
 
-def connection_options(max_connections: int, handshake_seconds: float, idle_seconds: float) -> list[tuple[str, int]]:
-    """The grpc server's channel arguments for these bounds; `max_connections` 0 is default_max_connections()."""
+def connection_options(
+    max_connections: int, handshake_seconds: float, idle_seconds: float, *, others: int
+) -> list[tuple[str, int]]:
+    """The grpc server's channel arguments for these bounds; `max_connections` 0 is default_max_connections(others),
+    `others` the connections the process may hold on its other ports."""
     options = [
-        ("grpc.max_allowed_incoming_connections", max_connections or default_max_connections()),
+        ("grpc.max_allowed_incoming_connections", max_connections or default_max_connections(others)),
         ("grpc.server_handshake_timeout_ms", _milliseconds(handshake_seconds)),
     ]
     if idle_seconds > 0:

@@ -140,7 +140,8 @@ class ServerSettings:
     # send a request's head (from its opening, or its last response; idle keep-alive ones close after as long).
     http_max_connections: int = 512
     http_head_seconds: float = 10.0
-    # The gRPC port (a2a_grpc.connections): connections open at most (0: half the open-file limit), the seconds a
+    # The gRPC port (a2a_grpc.connections): connections open at most (0: half of what the open-file limit leaves
+    # after the HTTP port's, at least a quarter of it), the seconds a
     # connection has to finish its handshake, and those without a call it may stay open (0: for ever).
     max_connections: int = 0
     handshake_seconds: float = DEFAULT_HANDSHAKE_SECONDS
@@ -340,7 +341,10 @@ class A2AServer:
                 ("grpc.absolute_max_metadata_size", settings.max_metadata_bytes),
                 ("grpc.so_reuseport", int(settings.worker_mode)),
                 *connection_options(
-                    settings.max_connections, settings.handshake_seconds, settings.connection_idle_seconds
+                    settings.max_connections,
+                    settings.handshake_seconds,
+                    settings.connection_idle_seconds,
+                    others=settings.http_max_connections if settings.http_listen else 0,
                 ),
             ],
         )

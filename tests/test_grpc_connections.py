@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import resource
+import socket
+from pathlib import Path
 
 import grpc
 from conftest import V1, StartServer
+from process import SERVE, http_get, send_text, serve_process
 from rpc_helpers import make_stub, rpc_error
 
 from a2a_grpc.connections import connection_options, default_max_connections
@@ -19,6 +22,8 @@ PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 EMPTY_SETTINGS = b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
 SETTINGS_FRAME = 0x04
 GOAWAY_FRAME = 0x07
+OPEN_FILES = 256
+SILENT_CONNECTIONS = 300
 WAIT_SECONDS = 20.0  # a guard against a hang, never reached when the server keeps its bounds
 
 Connection = tuple[asyncio.StreamReader, asyncio.StreamWriter]
@@ -79,11 +84,31 @@ async def test_finding_4_a_connection_without_calls_is_closed_after_the_idle_sec
     writer.close()
 
 
-def test_finding_4_the_connection_cap_defaults_to_half_the_open_file_limit() -> None:
+def test_finding_4_the_connection_cap_leaves_the_http_port_its_files() -> None:
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-    assert default_max_connections() == min(soft, 2**31 - 1) // 2 or soft == resource.RLIM_INFINITY
-    options = dict(connection_options(0, 10.0, 0.0))
+    if soft != resource.RLIM_INFINITY:
+        assert default_max_connections(512) == max(soft // 4, (soft - 512) // 2)
+    options = dict(connection_options(0, 10.0, 0.0, others=512))
     assert options == {
-        "grpc.max_allowed_incoming_connections": default_max_connections(),
+        "grpc.max_allowed_incoming_connections": default_max_connections(512),
         "grpc.server_handshake_timeout_ms": 10_000,
     }
+
+
+def test_finding_4_silent_connections_past_the_open_file_limit_leave_both_ports_serving(tmp_path: Path) -> None:
+    """A server limited to 256 files (grpc's cap then 64 connections) and 300 silent connections: the card is
+    still served while they are open, each is closed within the handshake deadline, gRPC calls are served again
+    after it, and grpc core never ran out of file descriptors."""
+    limited = ("sh", "-c", f'ulimit -n {OPEN_FILES} && exec "$@"', "sh", *SERVE)
+    with serve_process(tmp_path, "--handshake-seconds", "1", command=limited) as server:
+        host, _, port = server.grpc_target.rpartition(":")
+        silent = [socket.create_connection((host, int(port))) for _ in range(SILENT_CONNECTIONS)]
+        assert http_get(server.card_url).status == 200
+        for connection in silent:
+            connection.settimeout(WAIT_SECONDS)
+            while connection.recv(4096):  # the server's SETTINGS, for the 64 it kept; then the end
+                pass
+            connection.close()
+        assert send_text(server.grpc_target, "hello").status.state == a2a_pb2.TASK_STATE_COMPLETED
+        server.kill()
+        assert "File descriptor limit" not in server.stderr, server.stderr[-2000:]

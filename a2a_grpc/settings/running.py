@@ -83,11 +83,13 @@ LIMIT_SETTINGS = (
         "max_connections",
         field="max_connections",
         convert=setting_types.count,
-        default_note="half the open-file limit",
+        default_note="from the open-file limit",
         help="connections the gRPC port keeps open at once, all addresses together; one more is closed as soon as "
-        "it is accepted; 0 for half the process's open-file limit (ulimit -n)",
+        "it is accepted; 0 for half of what the open-file limit (ulimit -n) leaves after the HTTP port's 512 "
+        "connections, at least a quarter of the limit",
         doc="connections the gRPC port keeps open at once, all addresses together; one more is closed as soon as "
-        "it is accepted; `0` for half the process's open-file limit (`ulimit -n`): see [Limits](#limits)",
+        "it is accepted; `0` for half of what the open-file limit (`ulimit -n`) leaves after the HTTP port's 512 "
+        "connections, at least a quarter of it (1,024 files: 256 connections): see [Limits](#limits)",
     ),
     Setting(
         "handshake_seconds",
