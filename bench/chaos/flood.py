@@ -5,18 +5,21 @@ Such calls are admitted as any call before they are refused, so besides the inva
 server fault, no UNAUTHENTICATED for accepted credentials) a flood must show it was counted: a caller whose
 credentials the server refuses is never answered UNIMPLEMENTED (that would be a method answered without
 authentication), and in a scenario with a request rate (or the failed-authentication throttle) a flood of
-FLOOD_CALLS, several times the bursts the chaos servers allow, has some calls refused RESOURCE_EXHAUSTED.
+FLOOD_CALLS, three times the largest burst the chaos servers allow, that ends within FLOOD_SECONDS has some
+calls refused RESOURCE_EXHAUSTED (a slower one, on a busy machine, may have been given tokens enough).
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 
 import grpc
 
 from bench.chaos.workload import CALL_SECONDS, Client, Operations
 
 FLOOD_CALLS = 90
+FLOOD_SECONDS = 1.0  # a flood this quick outruns every bucket of the chaos servers (bursts of 30 at most)
 UNKNOWN_METHODS = ("/a2a.v1.A2AService/NoSuchMethod", "/lf.a2a.v1.A2AService/Nope", "/evil.Svc/X")
 SMALL_BODY, LARGE_BODY = b"\x0a\x01x", b"\x0a" * (1024 * 1024)
 LARGE_SHARE = 0.02
@@ -42,11 +45,13 @@ async def _unknown_call(client: Client) -> grpc.StatusCode:
 
 async def limited_flood(client: Client) -> None:
     """FLOOD_CALLS unknown-method calls at once, in a scenario whose limits must refuse some of them."""
+    started = time.monotonic()
     ended = await asyncio.gather(*(_unknown_call(client) for _ in range(FLOOD_CALLS)), return_exceptions=True)
+    quick = time.monotonic() - started < FLOOD_SECONDS
     cut = [outcome for outcome in ended if not isinstance(outcome, grpc.StatusCode)]
     if cut:  # the round closed the channel under the flood
         client.ledger.codes["CANCELLED by closed channel"] += len(cut)
-    elif RESOURCE_EXHAUSTED not in ended and grpc.StatusCode.CANCELLED not in ended:
+    elif quick and RESOURCE_EXHAUSTED not in ended and grpc.StatusCode.CANCELLED not in ended:
         client.ledger.violation(f"a flood of {FLOOD_CALLS} unknown-method calls by {client.caller.name}: none limited")
 
 
