@@ -10,11 +10,8 @@
 - A connection with no call for `idle_seconds` is sent a GOAWAY and closed (`grpc.max_connection_idle_ms`);
   clients open a new one for their next call. 0: never.
 
-grpc core counts connections in all, not per address, and grpc's Python API hands the application no accepted
-socket (its fd-based server API is not exposed), so one address can still fill the cap with connections that
-complete their handshake and then wait out `idle_seconds`. A cap per address needs an accepting step of our own
-in front of grpc (docs/configuration.md#limits says what it would cost); until then a proxy or the host's
-firewall (a connection limit per source address) is where to keep one.
+grpc core counts connections in all, not per address, so one address can fill the cap with connections that
+complete their handshake and then wait out `idle_seconds`; a cap per address is a2a_grpc.connection_front's.
 """
 
 from __future__ import annotations
@@ -27,21 +24,19 @@ FALLBACK_OPEN_FILES = 65_536  # the open-file limit assumed when the process has
 GRPC_INT_MAX = 2**31 - 1  # grpc core reads integer channel arguments as C ints
 
 
-def default_max_connections(others: int) -> int:
+def default_max_connections(others: int, files_each: int = 1) -> int:
     """Half of what the process's open-file limit (its soft limit, as `ulimit -n` shows it) leaves after `others`
-    connections elsewhere (the HTTP port's), and at least a quarter of the limit."""
+    connections elsewhere (the HTTP port's), and at least a quarter of the limit; divided by `files_each`, the
+    files one connection takes (three behind a2a_grpc.connection_front)."""
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
     limit = min(GRPC_INT_MAX, FALLBACK_OPEN_FILES if soft == resource.RLIM_INFINITY else soft)
-    return max(1, limit // 4, (limit - others) // 2)
+    return max(1, max(limit // 4, (limit - others) // 2) // files_each)
 
 
-def connection_options(
-    max_connections: int, handshake_seconds: float, idle_seconds: float, *, others: int
-) -> list[tuple[str, int]]:
-    """The grpc server's channel arguments for these bounds; `max_connections` 0 is default_max_connections(others),
-    `others` the connections the process may hold on its other ports."""
+def connection_options(max_connections: int, handshake_seconds: float, idle_seconds: float) -> list[tuple[str, int]]:
+    """The grpc server's channel arguments for these bounds."""
     options = [
-        ("grpc.max_allowed_incoming_connections", max_connections or default_max_connections(others)),
+        ("grpc.max_allowed_incoming_connections", max_connections),
         ("grpc.server_handshake_timeout_ms", _milliseconds(handshake_seconds)),
     ]
     if idle_seconds > 0:

@@ -28,7 +28,13 @@ from a2a_grpc.auth.card_security import API_KEY, kind_of
 from a2a_grpc.card import GRPC_BINDING, CardError, complete_card, load_card, register_card_extensions
 from a2a_grpc.card_http import CACHE_CONTROL, CardDocument
 from a2a_grpc.card_signing import CardSigner, check_signed_as_served
-from a2a_grpc.connections import DEFAULT_HANDSHAKE_SECONDS, DEFAULT_IDLE_SECONDS, connection_options
+from a2a_grpc.connection_front import INNER_HOST, ConnectionFront
+from a2a_grpc.connections import (
+    DEFAULT_HANDSHAKE_SECONDS,
+    DEFAULT_IDLE_SECONDS,
+    connection_options,
+    default_max_connections,
+)
 from a2a_grpc.extensions import MAX_EXTENSION_PAYLOAD_BYTES, ExtensionRegistry
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.http_guard import ConnectionGuard
@@ -144,6 +150,7 @@ class ServerSettings:
     # after the HTTP port's, at least a quarter of it), the seconds a
     # connection has to finish its handshake, and those without a call it may stay open (0: for ever).
     max_connections: int = 0
+    max_connections_per_address: int = 0  # 0: no cap per address (a2a_grpc.connection_front accepts for grpc)
     handshake_seconds: float = DEFAULT_HANDSHAKE_SECONDS
     connection_idle_seconds: float = DEFAULT_IDLE_SECONDS
     readiness_interval_seconds: float = 2.0
@@ -309,6 +316,7 @@ class A2AServer:
         self._http: web.AppRunner | None = None
         self._http_server: asyncio.Server | None = None
         self._card_document: CardDocument | None = None  # what the HTTP port serves, made once the card is signed
+        self._front: ConnectionFront | None = None  # accepting for grpc, with --max-connections-per-address
 
     def _push_service(self) -> PushService:
         claimer = getattr(self.store, "replica_id", "") or new_id()  # replicas claim webhooks as themselves
@@ -331,6 +339,10 @@ class A2AServer:
             auth_failures_per_second=settings.max_auth_failures_per_second,
         )
         quiet_grpc_client_logs()
+        others = settings.http_max_connections if settings.http_listen else 0
+        per_address = settings.max_connections_per_address
+        max_connections = settings.max_connections or default_max_connections(others, 3 if per_address else 1)
+        front = ConnectionFront(per_address=per_address, max_connections=max_connections) if per_address else None
         server = grpc.aio.server(
             options=[
                 ("grpc.max_receive_message_length", settings.max_message_bytes),
@@ -340,12 +352,7 @@ class A2AServer:
                 ("grpc.max_metadata_size", settings.max_metadata_bytes),
                 ("grpc.absolute_max_metadata_size", settings.max_metadata_bytes),
                 ("grpc.so_reuseport", int(settings.worker_mode)),
-                *connection_options(
-                    settings.max_connections,
-                    settings.handshake_seconds,
-                    settings.connection_idle_seconds,
-                    others=settings.http_max_connections if settings.http_listen else 0,
-                ),
+                *connection_options(max_connections, settings.handshake_seconds, settings.connection_idle_seconds),
             ],
         )
         servicer = A2AServicer(
@@ -374,12 +381,15 @@ class A2AServer:
         )
         if not settings.worker_mode:  # a worker's port is held by its parent, which checked it
             _check_not_in_use(settings.listen)
+        listen = f"{INNER_HOST}:0" if front is not None else settings.listen  # behind the front: on loopback
         try:
             if self.tls is None:
-                self.port = server.add_insecure_port(settings.listen)
+                self.port = server.add_insecure_port(listen)
             else:
-                self.port = server.add_secure_port(settings.listen, self.tls.grpc_credentials())
-        except RuntimeError:  # grpcio raises it when nothing could be bound (address in use, bad address)
+                self.port = server.add_secure_port(listen, self.tls.grpc_credentials())
+            if front is not None:
+                inner_port, self.port = self.port, await front.bind(settings.listen, reuse_port=settings.worker_mode)
+        except (RuntimeError, OSError):  # grpcio raises RuntimeError when nothing could be bound
             self.port = 0
         if self.port == 0:
             raise OSError(f"cannot listen on {settings.listen}: address in use or not valid")
@@ -397,6 +407,9 @@ class A2AServer:
         await self.health.set(LIVENESS_SERVICE, SERVING)
         await server.start()
         self._server = server
+        if front is not None:
+            await front.start(inner_port)
+            self._front = front
         if self._http_server is not None:
             self._card_document = CardDocument.of(self.card, with_v03=self._serves_v03)
             await self._http_server.start_serving()
@@ -588,6 +601,8 @@ class A2AServer:
     async def _shutdown(self, server: grpc.aio.Server, grace: float) -> int:
         """`stop` without its log lines; returns how many running tasks were failed."""
         self._accepting = False
+        if self._front is not None:
+            self._front.close()
         watch, self._store_watch = self._store_watch, None
         if watch is not None:
             watch.cancel()

@@ -8,7 +8,7 @@ With `--asks` (send.bare-asks), SendMessage also asks of gRPC what our intercept
 the request's metadata, the peer and the deadline, and it sets the trailers that echo an activated extension;
 its answer is the same prebuilt Task, encoded once. What it costs beside send.bare is the part of our servers'
 cost that is gRPC's own work for those asks, not our code. With `--front` (send.bare-front), calls reach it
-through bench.front's relay, what a per-address connection cap of our own would put in front of grpc.
+through a2a_grpc.connection_front, what `--max-connections-per-address` puts in front of grpc.
 """
 
 from __future__ import annotations
@@ -23,14 +23,15 @@ import grpc
 from google.protobuf import timestamp_pb2
 
 from a2a_grpc.cli import run_async
+from a2a_grpc.connection_front import ConnectionFront
 from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
 from a2a_grpc.protocol import EXTENSIONS_HEADER
-from bench.front import CappedFront
 from bench.protocol import CHUNKS, ECHO_TEXT, chunk_text, serve_until_signalled
 
 TaskState = a2a_pb2.TaskState
 TASK_ID = "0123456789abcdef0123456789abcdef"
 CONTEXT_ID = "fedcba9876543210fedcba9876543210"
+FRONT_PER_ADDRESS, FRONT_MAX_CONNECTIONS = 1_000, 100_000  # --front: caps the load never reaches
 
 
 def _status(state: int) -> a2a_pb2.TaskStatus:
@@ -114,7 +115,9 @@ async def serve(asks: bool, front: bool = False) -> int:
     await server.start()
     if not front:
         return await serve_until_signalled(port, lambda: server.stop(1.0))
-    relay, front_port = await CappedFront(port).start()
+    relay = ConnectionFront(per_address=FRONT_PER_ADDRESS, max_connections=FRONT_MAX_CONNECTIONS)
+    front_port = await relay.bind("127.0.0.1:0", reuse_port=False)
+    await relay.start(port)
 
     async def stop() -> None:
         relay.close()
@@ -126,7 +129,9 @@ async def serve(asks: bool, front: bool = False) -> int:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--asks", action="store_true", help="ask gRPC on every SendMessage what our chain asks")
-    parser.add_argument("--front", action="store_true", help="serve through a relay capping connections per address")
+    parser.add_argument(
+        "--front", action="store_true", help="serve through a2a_grpc.connection_front (a cap per address)"
+    )
     args = parser.parse_args()
     return run_async(serve(args.asks, args.front))
 

@@ -4,8 +4,8 @@ Case families (filter them with --cases, shell-style patterns):
   send.bare, send.sdk, send.{memory,sqlite}.{ext,noext}   SendMessage, echo agent, at each --concurrency
   send.bare-asks                                          send.bare asking gRPC on every call what our chain asks
                                                           (metadata, peer, deadline; the echo in the trailers)
-  send.bare-front                                         send.bare behind bench.front's relay: what an accepting
-                                                          step of ours (a per-address connection cap) costs
+  send.bare-front                                         send.bare behind a2a_grpc.connection_front: what the
+                                                          cap per address (its relay to grpc) costs
   send.memory.ext-headers                               ext, with unary calls echoing in headers too
   send.memory.v03{,-noext}                                send.memory.{ext,noext}'s settings, called on the A2A 0.3
                                                           face (a2a.v1.A2AService: no a2a-version, the extension
@@ -111,7 +111,7 @@ class Family:
     auth: str = ""  # "jwt": every call needs the run's JWT; "tls": the server speaks TLS; "": neither
     top_only: bool = False  # measured at the highest --concurrency only
     asks: bool = False  # the bare servicer asks gRPC what our chain asks (send.bare-asks; `extension` for its calls)
-    front: bool = False  # the bare servicer behind bench.front's relay (a per-address connection cap)
+    front: bool = False  # the bare servicer behind a2a_grpc.connection_front (--max-connections-per-address)
     face: str = V10  # the service a send family's calls go to: V10 (lf.a2a.v1) or V03 (a2a.v1, A2A 0.3)
 
     def levels(self, concurrency: list[int]) -> list[int]:

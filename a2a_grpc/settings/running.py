@@ -92,6 +92,18 @@ LIMIT_SETTINGS = (
         "connections, at least a quarter of it (1,024 files: 256 connections): see [Limits](#limits)",
     ),
     Setting(
+        "max_connections_per_address",
+        field="max_connections_per_address",
+        convert=setting_types.count,
+        default_note="no cap",
+        help="connections one address may hold open on the gRPC port; one more is closed as soon as it is "
+        "accepted; the server then accepts for grpc and relays to it on loopback; 0 for no cap",
+        doc="connections one address (the peer's IP) may hold open on the gRPC port; one more is closed as soon "
+        "as it is accepted. The server then accepts for grpc and relays each connection to it on loopback "
+        "(two more file descriptors a connection, no measurable cost per call); `0` for no cap: see "
+        "[Limits](#limits)",
+    ),
+    Setting(
         "handshake_seconds",
         field="handshake_seconds",
         convert=setting_types.seconds,
