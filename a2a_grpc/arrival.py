@@ -4,9 +4,10 @@ The rule this module keeps: a grpc.aio servicer context is touched only while it
 its end. Once a handler or a stream has seen cancellation (CancelledError, GeneratorExit: the client went
 away, its deadline passed, its channel closed) grpc core may already have freed what the context points
 into, and `context.peer()` there is a use-after-free that kills the process with SIGSEGV (grpc/grpc pull
-request 29927, closed unmerged). So the chain reads the peer, the request headers and the deadline here,
-before anything else runs (the peer as the caller's own, behind a2a_grpc.connection_front), and whatever runs at a call's end (the access log, metrics, spans, the release
-of a stream slot, an agent asking for the time left) reads this record, never the context. In an `except`
+request 29927, closed unmerged). So the chain reads the peer (the caller's own, also behind
+a2a_grpc.connection_front), the request headers and the deadline here, before anything else runs, and whatever
+runs at a call's end (the access log, metrics, spans, the release of a stream slot, an agent asking for the time
+left) reads this record, never the context. In an `except`
 or `finally` block, or after a stream's last `yield`, the grpc context is out of bounds.
 """
 

@@ -147,8 +147,8 @@ class ServerSettings:
     http_max_connections: int = 512
     http_head_seconds: float = 10.0
     # The gRPC port (a2a_grpc.connections): connections open at most (0: half of what the open-file limit leaves
-    # after the HTTP port's, at least a quarter of it), the seconds a
-    # connection has to finish its handshake, and those without a call it may stay open (0: for ever).
+    # after the HTTP port's, at least a quarter of it), the seconds a connection has to finish its handshake, and
+    # those without a call it may stay open (0: for ever).
     max_connections: int = 0
     max_connections_per_address: int = 0  # 0: no cap per address (a2a_grpc.connection_front accepts for grpc)
     handshake_seconds: float = DEFAULT_HANDSHAKE_SECONDS
@@ -388,6 +388,7 @@ class A2AServer:
             else:
                 self.port = server.add_secure_port(listen, self.tls.grpc_credentials())
             if front is not None:
+                self._front = front  # closed by _shutdown, should the start fail from here on
                 inner_port, self.port = self.port, await front.bind(settings.listen, reuse_port=settings.worker_mode)
         except (RuntimeError, OSError):  # grpcio raises RuntimeError when nothing could be bound
             self.port = 0
@@ -409,7 +410,6 @@ class A2AServer:
         self._server = server
         if front is not None:
             await front.start(inner_port)
-            self._front = front
         if self._http_server is not None:
             self._card_document = CardDocument.of(self.card, with_v03=self._serves_v03)
             await self._http_server.start_serving()
