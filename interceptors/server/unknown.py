@@ -11,6 +11,7 @@ label, so that callers cannot mint labels.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
@@ -19,10 +20,12 @@ import grpc
 
 from a2a_grpc.arrival import Arrival
 from a2a_grpc.auth import Principal
-from a2a_grpc.errors import A2AError, MethodNotFoundError
+from a2a_grpc.errors import A2AError, InternalError, MethodNotFoundError
 from a2a_grpc.interceptors.server.errors import abort
 from a2a_grpc.telemetry import AccessLog, Metrics
 from a2a_grpc.telemetry.outcome import outcome_of
+
+log = logging.getLogger(__name__)
 
 METRICS_METHOD = "unknown"  # the method label of every call this handler answers
 MAX_METHOD_CHARS = 200
@@ -72,6 +75,9 @@ class UnknownMethods(grpc.GenericRpcHandler):  # type: ignore[misc]
                 await self._admit_caller(arrival, context)
             except A2AError as error:
                 refusal = error
+            except Exception:  # as the chain's errors layer does: logged, and INTERNAL with a generic message
+                log.exception("unexpected error admitting a call to %s", method)
+                refusal = InternalError("internal error")
         outcome = outcome_of(refusal, arrival)
         seconds = time.perf_counter() - started
         if self._metrics is not None:
