@@ -44,6 +44,7 @@ from a2a_grpc.store.base import (
     bounded_page,
     check_kept,
 )
+from a2a_grpc.store.memory_listing import Listed, TaskListing
 
 
 def _done(loop: asyncio.AbstractEventLoop) -> asyncio.Future[None]:
@@ -82,6 +83,9 @@ class _Entry:
     def sort_key(self) -> tuple[int, str]:
         return self.ts_us, self.task.id
 
+    def listed(self) -> Listed:
+        return Listed(self.owner, self.context_id, self.state, self.sort_key())
+
 
 @dataclass(slots=True)
 class _Config:
@@ -101,7 +105,8 @@ class MemoryStore:
         self.max_log_bytes = max_log_bytes
         self.on_commit: CommitObserver | None = None
         self._tasks: dict[str, _Entry] = {}
-        self._by_owner: dict[str, dict[str, _Entry]] = {}
+        # A task that leaves the store leaves its listing too: `self._listing.discard(entry.listed())`.
+        self._listing = TaskListing()
         self._configs: dict[str, dict[str, _Config]] = {}  # task id -> config id -> config
         # Tasks with a config that may still be due (not caught up with a final task): what a sweep reads.
         self._open: set[str] = set()
@@ -129,8 +134,7 @@ class MemoryStore:
         entry.version = write.version
         if write.status is not None:
             compaction.set_status(entry, write.status)
-            entry.state = write.status.state
-            entry.ts_us = status_ts_us(write.status)
+            self._move(entry, write.status.state, status_ts_us(write.status))
         entry.task.history.extend(write.history)
         if write.history_kept is not None and len(entry.task.history) > write.history_kept:
             del entry.task.history[: len(entry.task.history) - write.history_kept]
@@ -149,10 +153,17 @@ class MemoryStore:
         entry = _Entry(_copy(task), write.owner, task.context_id, 1, status.state, status_ts_us(status))
         self._log(entry, write.events)
         self._tasks[write.task_id] = entry
-        self._by_owner.setdefault(write.owner, {})[write.task_id] = entry
+        self._listing.add(entry.listed())
         if write.push_config is not None:
             self._put_config(write.owner, write.push_config, 0)
         return _done(self._loop)
+
+    def _move(self, entry: _Entry, state: int, ts_us: int) -> None:
+        """Set the task's state and status time, and refile it in the listing when they changed."""
+        if (state, ts_us) != (entry.state, entry.ts_us):
+            self._listing.discard(entry.listed())
+            entry.state, entry.ts_us = state, ts_us
+            self._listing.add(entry.listed())
 
     def _log(self, entry: _Entry, events: list[TaskEvent]) -> None:
         """Append to the task's log; past its bound, drop the oldest events down to half of it."""
@@ -200,11 +211,9 @@ class MemoryStore:
 
     async def list_tasks(self, query: TaskQuery) -> TaskPage:
         cursor = decode_task_cursor(query.page_token) if query.page_token else None
-        entries = [e for e in self._by_owner.get(query.owner, {}).values() if _matches(e, query)]
-        entries.sort(key=_Entry.sort_key, reverse=True)
-        total = len(entries)
-        if cursor is not None:
-            entries = [e for e in entries if e.sort_key() < cursor]
+        found = self._listing.after(query, cursor, query.page_size + 1)  # one more: whether a next page follows
+        entries = [self._tasks[task_id] for _, task_id in found.keys]
+        total = found.total
         page = entries[: query.page_size]
         token = encode_task_cursor(*page[-1].sort_key()) if len(entries) > len(page) and page else ""
         tasks = [_copy(e.task) if query.include_artifacts else _without_artifacts(e.task) for e in page]
@@ -346,14 +355,6 @@ def _conflict(write: TaskWrite, entry: _Entry | None) -> VersionConflictError:
 
 def _event_seq(event: TaskEvent) -> int:
     return event.seq
-
-
-def _matches(entry: _Entry, query: TaskQuery) -> bool:
-    if query.context_id and entry.context_id != query.context_id:
-        return False
-    if query.state and entry.state != query.state:
-        return False
-    return query.status_after_us is None or entry.ts_us >= query.status_after_us
 
 
 def _without_artifacts(task: a2a_pb2.Task) -> a2a_pb2.Task:

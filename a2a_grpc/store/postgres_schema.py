@@ -8,7 +8,8 @@ count as expired runs. Version 3 adds each push config's cursor into its task's 
 and its claim (`claimed_by`, `claimed_until`); configs stored before start at their task's last event.
 Version 4 indexes final tasks by status time (`tasks_final`), for pruning their event logs. Version 5 marks
 the push configs caught up with a final task (`finished`) and indexes the others (`push_configs_open`), which
-are all the sweep for due notifications reads. A database is migrated from its version one step at a time.
+are all the sweep for due notifications reads. Version 6 indexes each owner's tasks by state, newest first,
+overall and per context (`tasks_by_state`, `tasks_by_context_state`), for ListTasks' status filter. A database is migrated from its version one step at a time.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from a2a_grpc.store.base import StoreError
 if TYPE_CHECKING:
     import asyncpg
 
-SCHEMA_VERSION: Final = 5
+SCHEMA_VERSION: Final = 6
 # The key of the advisory lock that makes one replica at a time create or migrate the schema.
 SCHEMA_LOCK_KEY: Final = 0x613261_67727063
 # Written inline, not as a parameter, so that the planner matches the partial index `tasks_running`.
@@ -105,8 +106,12 @@ UPDATE push_configs p SET finished = true FROM tasks t
     WHERE t.id = p.task_id AND t.state IN {TERMINAL_SQL} AND t.seq <= p.delivered AND NOT p.finished;
 CREATE INDEX IF NOT EXISTS push_configs_open ON push_configs (task_id, config_id) WHERE NOT finished;
 """
+_SCHEMA_V6: Final = """
+CREATE INDEX IF NOT EXISTS tasks_by_state ON tasks (owner, state, status_ts_us DESC, id DESC);
+CREATE INDEX IF NOT EXISTS tasks_by_context_state ON tasks (owner, context_id, state, status_ts_us DESC, id DESC);
+"""
 # _STEPS[n] takes a database from schema version n to n + 1 (0: a new database).
-_STEPS: Final = (_SCHEMA_V1, _SCHEMA_V2, _SCHEMA_V3, _SCHEMA_V4, _SCHEMA_V5)
+_STEPS: Final = (_SCHEMA_V1, _SCHEMA_V2, _SCHEMA_V3, _SCHEMA_V4, _SCHEMA_V5, _SCHEMA_V6)
 _LOCK_SCHEMA: Final = "SELECT pg_advisory_xact_lock($1)"
 _SCHEMA_VERSION: Final = "SELECT MAX(version) FROM schema_version"
 _SET_SCHEMA_VERSION: Final = f"DELETE FROM schema_version; INSERT INTO schema_version VALUES ({SCHEMA_VERSION})"
