@@ -3,6 +3,7 @@ filter the spec defines, checked against the tasks the test wrote; then each sto
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import itertools
 import sqlite3
@@ -11,12 +12,13 @@ from pathlib import Path
 from typing import cast
 
 import asyncpg  # type: ignore[import-untyped,unused-ignore]  # asyncpg is a test extra
-from test_stores import COMPLETED, OWNER, SUBMITTED, T0, WORKING, Manager, message, query
+from test_stores import COMPLETED, OWNER, SUBMITTED, T0, WORKING, Manager, message, query, status
 
 from a2a_grpc.generated import a2a_pb2
-from a2a_grpc.store import PostgresStore, SqliteStore, TaskStore, sqlite_reads
+from a2a_grpc.store import PostgresStore, SqliteStore, TaskStore, TaskWrite, VersionConflictError, sqlite_reads
 from a2a_grpc.store.base import TaskQuery
 from a2a_grpc.store.postgres import _list_tasks as postgres_list_tasks
+from a2a_grpc.store.postgres_counts import uncount_removed
 
 FAILED = a2a_pb2.TASK_STATE_FAILED
 CONTEXTS = ("c1", "c2", "")
@@ -101,6 +103,20 @@ async def test_counts_follow_a_task_that_changes_state_between_pages(store: Task
     assert later.total_size == first.total_size + 1 == len(model.expected(working))
 
 
+async def test_a_refused_write_changes_no_count(store: TaskStore) -> None:
+    """Writes handed over together, one refused (a second create of a task): the counts hold the others only."""
+    task = a2a_pb2.Task(id="t1", context_id="c1", status=status(SUBMITTED, T0))
+    writes = [
+        TaskWrite("t1", 1, owner=OWNER, task=task),
+        TaskWrite("t1", 1, owner=OWNER, task=task),
+        TaskWrite("t1", 2, status=status(WORKING, T0 + 1)),
+    ]
+    results = await asyncio.gather(*(store.apply(w) for w in writes), return_exceptions=True)
+    assert [type(r) for r in results] == [type(None), VersionConflictError, type(None)]
+    for context_id, state, expected in (("", 0, 1), ("", WORKING, 1), ("", SUBMITTED, 0), ("c1", WORKING, 1)):
+        assert (await store.list_tasks(query(context_id=context_id, state=state))).total_size == expected
+
+
 # -- SQLite: migrating a file made before the counts -----------------------------------------------
 
 
@@ -127,6 +143,100 @@ async def test_sqlite_counts_the_tasks_of_a_file_made_before_the_counts(tmp_path
         model.tasks["new"] = (OWNER, "c1", SUBMITTED, T0 + 30)
         for q in every_filter():
             assert (await store.list_tasks(q)).total_size == len(model.expected(q)), q
+    finally:
+        await store.close()
+
+
+# -- PostgreSQL: counts migrated, and kept by replicas writing at once ---------------------------
+
+
+async def test_postgres_counts_the_tasks_of_a_database_made_before_the_counts(postgres_url: str) -> None:
+    store = PostgresStore(postgres_url, pool_size=2)
+    await store.open()
+    _, model = await stored_model(store)
+    await store.close()
+    db = await asyncpg.connect(postgres_url)
+    try:
+        await db.execute(
+            "DROP INDEX tasks_by_state; DROP INDEX tasks_by_context_state; DROP TABLE task_counts;"
+            " DROP TABLE context_counts; UPDATE schema_version SET version = 5"
+        )
+    finally:
+        await db.close()
+    store = PostgresStore(postgres_url, pool_size=2)
+    await store.open()
+    try:
+        for q in every_filter():
+            assert (await store.list_tasks(q)).total_size == len(model.expected(q)), q
+    finally:
+        await store.close()
+
+
+async def test_postgres_replicas_moving_one_owners_tasks_at_once_keep_its_counts(postgres_url: str) -> None:
+    """Two replicas create and finish tasks of one owner in one context at once, each batch moving counts
+    of several states: every write commits (no deadlock between their batches) and the counts add up."""
+    first, second = PostgresStore(postgres_url, pool_size=2), PostgresStore(postgres_url, pool_size=2)
+    await asyncio.gather(first.open(), second.open())
+    try:
+
+        async def run(store: PostgresStore, name: str) -> None:
+            for i in range(40):
+                task_id = f"{name}{i}"
+                task = a2a_pb2.Task(id=task_id, context_id="c1", status=status(SUBMITTED, T0 + i))
+                await asyncio.gather(
+                    store.apply(TaskWrite(task_id, 1, owner=OWNER, task=task)),
+                    store.apply(TaskWrite(task_id, 2, status=status(WORKING, T0 + i))),
+                    store.apply(TaskWrite(task_id, 3, status=status(COMPLETED if i % 2 else FAILED, T0 + i))),
+                )
+
+        await asyncio.gather(*(run(store, name) for store, name in ((first, "a"), (second, "b"), (first, "c"))))
+        for context_id, state, expected in (("", COMPLETED, 60), ("c1", FAILED, 60), ("c1", 0, 120), ("", WORKING, 0)):
+            assert (await first.list_tasks(query(context_id=context_id, state=state))).total_size == expected
+    finally:
+        await asyncio.gather(first.close(), second.close())
+
+
+# -- removing tasks (task retention) keeps the counts --------------------------------------------
+
+REMOVED = ("t01", "t05", "t07")
+
+
+def without_removed(model: Model) -> Model:
+    return Model({task_id: kept for task_id, kept in model.tasks.items() if task_id not in REMOVED})
+
+
+async def test_sqlite_counts_drop_the_tasks_a_delete_removes(tmp_path: Path) -> None:
+    """The counts' triggers take a removed task out, whatever deletes it; a count that reaches 0 goes."""
+    store = SqliteStore(tmp_path / "removal.db")
+    await store.open()
+    _, model = await stored_model(store)
+    await store.close()
+    with contextlib.closing(sqlite3.connect(store.path)) as conn, conn:
+        conn.execute(f"DELETE FROM tasks WHERE id IN {REMOVED}")
+        assert conn.execute("SELECT COUNT(*) FROM context_counts WHERE n = 0").fetchone() == (0,)
+    await store.open()
+    try:
+        for q in every_filter():
+            assert (await store.list_tasks(q)).total_size == len(without_removed(model).expected(q)), q
+    finally:
+        await store.close()
+
+
+async def test_postgres_uncount_removed_takes_deleted_tasks_out_of_the_counts(postgres_url: str) -> None:
+    """What task retention must do on PostgreSQL: the deleted tasks leave the counts, and a count of theirs that
+    reaches 0 goes (a change of state may leave zeros, at most a row per state of a context)."""
+    store = PostgresStore(postgres_url, pool_size=2)
+    await store.open()
+    try:
+        _, model = await stored_model(store)
+        async with store._pool().acquire() as conn, conn.transaction():
+            sql = "DELETE FROM tasks WHERE id = ANY($1::text[]) RETURNING owner, context_id, state"
+            removed = [tuple(row) for row in await conn.fetch(sql, list(REMOVED))]
+            await uncount_removed(conn, removed)
+            left = "SELECT COUNT(*) FROM context_counts WHERE n = 0 AND (owner, context_id, state) = ($1, $2, $3)"
+            assert [await conn.fetchval(left, *key) for key in removed] == [0] * len(REMOVED)
+        for q in every_filter():
+            assert (await store.list_tasks(q)).total_size == len(without_removed(model).expected(q)), q
     finally:
         await store.close()
 
@@ -164,16 +274,19 @@ async def test_sqlite_listing_queries_search_an_index_bounded_by_every_filter(tm
             conn.set_trace_callback(None)
             for statement in traced:
                 plan = [row[3] for row in conn.execute(f"EXPLAIN QUERY PLAN {statement}")]
-                assert plan and all(step.startswith("SEARCH ") and " USING " in step for step in plan), (
-                    statement,
-                    plan,
-                )
-                if "FROM tasks" not in statement:
-                    continue
-                assert "COUNT(*)" not in statement or q.status_after_us is not None, statement
-                bounds = plan[0][plan[0].index("(") :]
-                for constraint in tasks_constraints(q, None if "COUNT(*)" in statement else cursor):
-                    assert constraint in bounds, (statement, plan)
+                check_sqlite_plan(q, cursor, statement, plan)
+
+
+def check_sqlite_plan(q: TaskQuery, cursor: tuple[int, str] | None, statement: str, plan: list[str]) -> None:
+    reads = [step for step in plan if step.startswith(("SEARCH ", "SCAN "))]
+    assert reads and all(step.startswith("SEARCH ") and " USING " in step for step in reads), (statement, plan)
+    assert not any("TEMP B-TREE" in step for step in plan), (statement, plan)
+    tasks = [step for step in reads if step.startswith("SEARCH tasks ")]
+    if "COUNT(*) FROM tasks" in statement:
+        assert q.status_after_us is not None, statement  # else the kept counts answer
+        assert all(c in tasks[0] for c in tasks_constraints(q, None)), (statement, plan)
+    elif "ORDER BY status_ts_us DESC" in statement:  # the page
+        assert all(c in tasks[0] for c in tasks_constraints(q, cursor)), (statement, plan)
 
 
 class RecordingConnection:
@@ -195,9 +308,11 @@ class RecordingConnection:
 
 async def test_postgres_listing_queries_use_an_index_bounded_by_every_filter(postgres_url: str) -> None:
     """Every statement a ListTasks page runs has an EXPLAIN with an index scan (Index Scan, Index Only Scan or
-    Bitmap Index Scan) on `tasks` whose Index Cond holds every filter (and a page's cursor), no Seq Scan and no Sort. The session sets
-    enable_seqscan = off: on a table this small PostgreSQL would rightly read it all, so the plan proves that an
-    index CAN serve each query, which is what a large table needs."""
+    Bitmap Index Scan), no Seq Scan and no Sort. The page's scan of `tasks` is bounded by every filter and its
+    cursor (Index Cond), the tasks are counted only under a timestamp bound (then over an index range bounded by
+    every filter), otherwise the count reads the kept counts by their key. The session sets enable_seqscan =
+    off: on tables this small PostgreSQL would rightly read them whole, so the plan proves that an index CAN
+    serve each query, which is what a large table needs."""
     store = PostgresStore(postgres_url, pool_size=2)
     await store.open()
     try:
@@ -212,15 +327,23 @@ async def test_postgres_listing_queries_use_an_index_bounded_by_every_filter(pos
             await postgres_list_tasks(cast(asyncpg.Connection, recording), q, cursor)
             for sql, args in recording.statements:
                 plan = "\n".join(row[0] for row in await conn.fetch(f"EXPLAIN {sql}", *args))
-                assert "Seq Scan" not in plan, (sql, plan)
-                scans = [line for line in plan.splitlines() if " Index " in line and " on tasks" in line]
-                assert scans, (sql, plan)
-                conditions = plan[plan.index("Index Cond: ") :].splitlines()[0]
-                assert " Sort " not in plan, (sql, plan)
-                for column in pg_constraints(q, None if "COUNT(*)" in sql else cursor):
-                    assert column in conditions, (sql, plan)
+                check_postgres_plan(q, cursor, sql, plan)
     finally:
         await conn.close()
+
+
+def check_postgres_plan(q: TaskQuery, cursor: tuple[int, str] | None, sql: str, plan: str) -> None:
+    assert "Seq Scan" not in plan and " Sort " not in plan, (sql, plan)
+    assert " Index Scan " in plan or " Index Only Scan " in plan or "Bitmap Index Scan" in plan, (sql, plan)
+    conditions = plan[plan.index("Index Cond: ") :].splitlines()[0]
+    if "COUNT(*) FROM tasks" in sql:
+        assert q.status_after_us is not None, sql  # else the kept counts answer
+        assert all(c in conditions for c in pg_constraints(q, None)), (sql, plan)
+    elif "ORDER BY t.status_ts_us DESC" in sql:  # the page
+        assert all(c in conditions for c in pg_constraints(q, cursor)), (sql, plan)
+    elif "_counts" in sql:
+        wanted = ["owner = "] + ["context_id = "] * bool(q.context_id) + ["state = "] * bool(q.state)
+        assert all(c in conditions for c in wanted), (sql, plan)
 
 
 def pg_constraints(q: TaskQuery, cursor: tuple[int, str] | None) -> list[str]:
