@@ -19,6 +19,8 @@ from a2a_grpc.store import PostgresStore, SqliteStore, TaskStore, TaskWrite, Ver
 from a2a_grpc.store.base import TaskQuery
 from a2a_grpc.store.postgres import _list_tasks as postgres_list_tasks
 from a2a_grpc.store.postgres_counts import uncount_removed
+from a2a_grpc.store.postgres_schema import SCHEMA_VERSION as POSTGRES_SCHEMA_VERSION
+from a2a_grpc.store.sqlite_schema import SCHEMA_VERSION as SQLITE_SCHEMA_VERSION
 
 FAILED = a2a_pb2.TASK_STATE_FAILED
 CONTEXTS = ("c1", "c2", "")
@@ -120,8 +122,8 @@ async def test_a_refused_write_changes_no_count(store: TaskStore) -> None:
 # -- SQLite: migrating a file made before the counts -----------------------------------------------
 
 
-async def test_sqlite_counts_the_tasks_of_a_file_made_before_the_counts(tmp_path: Path) -> None:
-    path = tmp_path / "v5.db"
+async def test_sqlite_counts_the_tasks_of_a_file_from_before_the_counts(tmp_path: Path) -> None:
+    path = tmp_path / "before.db"
     store = SqliteStore(path)
     await store.open()
     _, model = await stored_model(store)
@@ -133,7 +135,7 @@ async def test_sqlite_counts_the_tasks_of_a_file_made_before_the_counts(tmp_path
             conn.execute(f"DROP INDEX {name}")
         conn.execute("DROP TABLE task_counts")
         conn.execute("DROP TABLE context_counts")
-        conn.execute("UPDATE schema_version SET version = 5")
+        conn.execute(f"UPDATE schema_version SET version = {SQLITE_SCHEMA_VERSION - 1}")
     store = SqliteStore(path)
     await store.open()
     try:
@@ -150,7 +152,7 @@ async def test_sqlite_counts_the_tasks_of_a_file_made_before_the_counts(tmp_path
 # -- PostgreSQL: counts migrated, and kept by replicas writing at once ---------------------------
 
 
-async def test_postgres_counts_the_tasks_of_a_database_made_before_the_counts(postgres_url: str) -> None:
+async def test_postgres_counts_the_tasks_of_a_database_from_before_the_counts(postgres_url: str) -> None:
     store = PostgresStore(postgres_url, pool_size=2)
     await store.open()
     _, model = await stored_model(store)
@@ -159,7 +161,7 @@ async def test_postgres_counts_the_tasks_of_a_database_made_before_the_counts(po
     try:
         await db.execute(
             "DROP INDEX tasks_by_state; DROP INDEX tasks_by_context_state; DROP TABLE task_counts;"
-            " DROP TABLE context_counts; UPDATE schema_version SET version = 5"
+            f" DROP TABLE context_counts; UPDATE schema_version SET version = {POSTGRES_SCHEMA_VERSION - 1}"
         )
     finally:
         await db.close()

@@ -11,7 +11,8 @@ the push configs caught up with a final task (`finished`) and indexes the others
 are all the sweep for due notifications reads. Version 6 indexes each owner's tasks by state, newest first,
 overall and per context (`tasks_by_state`, `tasks_by_context_state`), for ListTasks' status filter, and keeps
 how many tasks each owner has in each state, overall and per context (`task_counts`, `context_counts`, counted
-once from the tasks when the database is migrated; a2a_grpc.store.postgres_counts keeps them). A database is migrated from its version one step at a time.
+once from the tasks when the database is migrated; a2a_grpc.store.postgres_counts keeps them). A database is
+migrated from its version one step at a time.
 """
 
 from __future__ import annotations
