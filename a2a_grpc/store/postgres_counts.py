@@ -1,5 +1,5 @@
 """How many tasks each owner has in each state, overall and per context: what ListTasks' total_size reads
-instead of counting the tasks (schema version 6).
+instead of counting the tasks (the tables `task_counts` and `context_counts`).
 
 A write batch adds up the changes its writes make to the counts (a created task, a change of state) and
 applies them in one statement per table at the end of its transaction, so they commit with the tasks. The
