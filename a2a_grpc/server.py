@@ -386,7 +386,8 @@ class A2AServer:
             else:
                 self.port = server.add_secure_port(listen, self.tls.grpc_credentials())
             if front is not None:
-                self._front = front  # closed by _shutdown, should the start fail from here on
+                self._front = front
+                undo.callback(front.close)
                 inner_port, self.port = self.port, await front.bind(settings.listen, reuse_port=settings.worker_mode)
         except (RuntimeError, OSError):  # grpcio raises RuntimeError when nothing could be bound
             self.port = 0
