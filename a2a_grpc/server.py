@@ -104,7 +104,8 @@ class ServerSettings:
     # Limits (a2a_grpc.interceptors.server.limits), per process: a caller is its principal, or its peer's
     # address when anonymous. Past them: RESOURCE_EXHAUSTED with a RetryInfo. 0 requests per second: no rate limit.
     max_requests_per_second: float = defaults.MAX_REQUESTS_PER_SECOND
-    # failed authentications a second per peer address before its calls are refused unread (0: no limit)
+    # failed authentications a second per peer address; past it, a failure is RATE_LIMITED (a valid credential
+    # always passes; 0: no limit)
     max_auth_failures_per_second: float = defaults.MAX_AUTH_FAILURES_PER_SECOND
     max_streams_per_caller: int = defaults.MAX_STREAMS_PER_CALLER
     max_streams: int = defaults.MAX_STREAMS
