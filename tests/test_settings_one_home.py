@@ -18,7 +18,7 @@ from process import REPO, run_serve
 from a2a_grpc.auth import JwtSettings
 from a2a_grpc.auth.tokens import JwtVerifier
 from a2a_grpc.cli import main
-from a2a_grpc.interceptors.server import Limits, ServerChain
+from a2a_grpc.interceptors.server import Limits, ServerChain, VersionCheck
 from a2a_grpc.interceptors.server.extensions import ExtensionNegotiator
 from a2a_grpc.push.service import PushSettings
 from a2a_grpc.push.worker import DeliverySettings
@@ -56,6 +56,8 @@ PART_DEFAULTS: dict[tuple[Callable[..., Any], str], str] = {
     (TaskLimits, "max_history"): "max_history_per_task",
     (TaskLimits, "max_artifact_bytes"): "max_artifact_bytes_per_task",
     (TaskLimits, "max_push_configs"): "max_push_configs_per_task",
+    (TaskLimits, "max_history_bytes"): "max_history_bytes_per_task",
+    (VersionCheck, "missing_means"): "missing_version_means",
     (open_store, "pool_size"): "store_pool_size",
     (PostgresStore, "pool_size"): "store_pool_size",
 }
