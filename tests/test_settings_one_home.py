@@ -20,6 +20,7 @@ from a2a_grpc.auth.tokens import JwtVerifier
 from a2a_grpc.cli import main
 from a2a_grpc.interceptors.server import Limits, ServerChain, VersionCheck
 from a2a_grpc.interceptors.server.extensions import ExtensionNegotiator
+from a2a_grpc.push.sender import PushSender
 from a2a_grpc.push.service import PushSettings
 from a2a_grpc.push.worker import DeliverySettings
 from a2a_grpc.server import ServerSettings
@@ -96,6 +97,10 @@ def test_settings_one_home_the_table_and_the_parts_agree_on_what_no_field_holds(
 
 def test_settings_one_home_a_jwt_verifier_allows_the_leeway_serve_does() -> None:
     assert inspect.signature(JwtVerifier).parameters["leeway_seconds"].default == FILE_SETTINGS["jwt_leeway"].default
+
+
+def test_settings_one_home_a_push_sender_waits_as_long_as_serve_does() -> None:
+    assert inspect.signature(PushSender).parameters["timeout_seconds"].default == FILE_SETTINGS["push_timeout"].default
 
 
 def _defaults_named(tree: ast.AST) -> list[tuple[str, ast.expr]]:
