@@ -29,7 +29,7 @@ from a2a_grpc.card import GRPC_BINDING, CardError, complete_card, load_card, reg
 from a2a_grpc.card_http import CACHE_CONTROL, CardDocument
 from a2a_grpc.card_signing import CardSigner, check_signed_as_served
 from a2a_grpc.connection_front import INNER_HOST, ConnectionFront
-from a2a_grpc.connections import connection_options, default_max_connections
+from a2a_grpc.connections import GRPC_INT_MAX, connection_options, default_max_connections
 from a2a_grpc.extensions import ExtensionRegistry
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.http_guard import ConnectionGuard
@@ -340,11 +340,13 @@ class A2AServer:
         per_address = settings.max_connections_per_address
         max_connections = settings.max_connections or default_max_connections(others, 3 if per_address else 1)
         front = ConnectionFront(per_address=per_address, max_connections=max_connections) if per_address else None
+        # Nothing larger than a task within its limits leaves (with room for a 0.3 client's form of it), nor larger
+        # than grpc core's C int holds (2 GiB, protobuf's own bound on a message).
+        send_bytes = min(GRPC_INT_MAX, self.task_limits.max_send_bytes(settings.max_list_page_bytes))
         server = grpc.aio.server(
             options=[
                 ("grpc.max_receive_message_length", settings.max_message_bytes),
-                # Nothing larger than a task within its limits leaves (with room for a 0.3 client's form of it).
-                ("grpc.max_send_message_length", self.task_limits.max_send_bytes(settings.max_list_page_bytes)),
+                ("grpc.max_send_message_length", send_bytes),
                 # soft = hard limit: gRPC otherwise refuses headers between 8 and 16 KiB at random
                 ("grpc.max_metadata_size", settings.max_metadata_bytes),
                 ("grpc.absolute_max_metadata_size", settings.max_metadata_bytes),
