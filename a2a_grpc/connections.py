@@ -20,6 +20,7 @@ import resource
 
 FALLBACK_OPEN_FILES = 65_536  # the open-file limit assumed when the process has none
 GRPC_INT_MAX = 2**31 - 1  # grpc core reads integer channel arguments as C ints
+MAX_GRPC_CONNECTIONS = GRPC_INT_MAX - 1  # grpc core aborts the process on a connection cap of INT_MAX itself
 
 
 def default_max_connections(others: int, files_each: int = 1) -> int:
@@ -34,7 +35,7 @@ def default_max_connections(others: int, files_each: int = 1) -> int:
 def connection_options(max_connections: int, handshake_seconds: float, idle_seconds: float) -> list[tuple[str, int]]:
     """The grpc server's channel arguments for these bounds."""
     options = [
-        ("grpc.max_allowed_incoming_connections", max_connections),
+        ("grpc.max_allowed_incoming_connections", min(max_connections, MAX_GRPC_CONNECTIONS)),
         ("grpc.server_handshake_timeout_ms", _milliseconds(handshake_seconds)),
     ]
     if idle_seconds > 0:

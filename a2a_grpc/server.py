@@ -29,7 +29,7 @@ from a2a_grpc.card import GRPC_BINDING, CardError, complete_card, load_card, reg
 from a2a_grpc.card_http import CACHE_CONTROL, CardDocument
 from a2a_grpc.card_signing import CardSigner, check_signed_as_served
 from a2a_grpc.connection_front import INNER_HOST, ConnectionFront
-from a2a_grpc.connections import connection_options, default_max_connections
+from a2a_grpc.connections import GRPC_INT_MAX, connection_options, default_max_connections
 from a2a_grpc.extensions import ExtensionRegistry
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.http_guard import ConnectionGuard
@@ -104,7 +104,8 @@ class ServerSettings:
     # Limits (a2a_grpc.interceptors.server.limits), per process: a caller is its principal, or its peer's
     # address when anonymous. Past them: RESOURCE_EXHAUSTED with a RetryInfo. 0 requests per second: no rate limit.
     max_requests_per_second: float = defaults.MAX_REQUESTS_PER_SECOND
-    # failed authentications a second per peer address before its calls are refused unread (0: no limit)
+    # failed authentications a second per peer address; past it, a failure is RATE_LIMITED (a valid credential
+    # always passes; 0: no limit)
     max_auth_failures_per_second: float = defaults.MAX_AUTH_FAILURES_PER_SECOND
     max_streams_per_caller: int = defaults.MAX_STREAMS_PER_CALLER
     max_streams: int = defaults.MAX_STREAMS
@@ -339,11 +340,13 @@ class A2AServer:
         per_address = settings.max_connections_per_address
         max_connections = settings.max_connections or default_max_connections(others, 3 if per_address else 1)
         front = ConnectionFront(per_address=per_address, max_connections=max_connections) if per_address else None
+        # Nothing larger than a task within its limits leaves (with room for a 0.3 client's form of it), nor larger
+        # than grpc core's C int holds (2 GiB, protobuf's own bound on a message).
+        send_bytes = min(GRPC_INT_MAX, self.task_limits.max_send_bytes(settings.max_list_page_bytes))
         server = grpc.aio.server(
             options=[
                 ("grpc.max_receive_message_length", settings.max_message_bytes),
-                # Nothing larger than a task within its limits leaves (with room for a 0.3 client's form of it).
-                ("grpc.max_send_message_length", self.task_limits.max_send_bytes(settings.max_list_page_bytes)),
+                ("grpc.max_send_message_length", send_bytes),
                 # soft = hard limit: gRPC otherwise refuses headers between 8 and 16 KiB at random
                 ("grpc.max_metadata_size", settings.max_metadata_bytes),
                 ("grpc.absolute_max_metadata_size", settings.max_metadata_bytes),
@@ -386,7 +389,8 @@ class A2AServer:
             else:
                 self.port = server.add_secure_port(listen, self.tls.grpc_credentials())
             if front is not None:
-                self._front = front  # closed by _shutdown, should the start fail from here on
+                self._front = front
+                undo.callback(front.close)
                 inner_port, self.port = self.port, await front.bind(settings.listen, reuse_port=settings.worker_mode)
         except (RuntimeError, OSError):  # grpcio raises RuntimeError when nothing could be bound
             self.port = 0

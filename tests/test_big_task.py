@@ -204,3 +204,13 @@ async def test_a_list_tasks_page_of_big_tasks_reads_only_the_tasks_it_can_show(s
     assert [task.id for task in (await store.list_tasks(with_artifacts)).tasks] == ["big-5"]
     alone = TaskQuery(owner="alice", page_size=100, max_bytes=100)  # smaller than any task: the first comes
     assert [task.id for task in (await store.list_tasks(alone)).tasks] == ["big-5"]
+
+
+async def test_a_history_cap_past_what_grpc_can_send_still_starts_the_server(
+    start_server: StartServer, clients: Clients
+) -> None:
+    """The send limit made from the task limits is bounded by grpc core's C int (2 GiB): a cap of 1 GiB (an answer
+    bound of 2 GiB and more) once stopped the start with grpc's OverflowError."""
+    server = await start_server(agent=OutcomeAgent(), max_history_bytes_per_task=2**30)
+    task = await grow(clients.stub(server), turns=1)
+    assert task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED

@@ -77,3 +77,22 @@ async def test_failed_start_frees_the_store_and_the_port_for_the_next_start(tmp_
         assert server.ready
     finally:
         await server.stop(0)
+
+
+async def test_failed_start_closes_the_connection_front(tmp_path: Path) -> None:
+    """With --max-connections-per-address the server's own front binds the gRPC port: a start that fails after
+    (the HTTP port taken) leaves that port free."""
+    with taken_port() as port:
+        server = A2AServer(
+            ServerSettings(
+                listen="127.0.0.1:0",
+                http_listen=f"127.0.0.1:{port}",
+                store_url=f"sqlite:///{tmp_path / 'tasks.db'}",
+                max_connections_per_address=4,
+            )
+        )
+        with pytest.raises(OSError):
+            await server.start()
+    assert server.port != 0
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", server.port))  # EADDRINUSE while the front still listens

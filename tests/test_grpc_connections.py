@@ -170,3 +170,16 @@ def test_finding_4_serve_caps_connections_per_address(tmp_path: Path) -> None:
             assert fourth.recv(4096) == b""
         for connection in held:
             connection.close()
+
+
+@pytest.mark.parametrize("cap", [2**31 - 1, 2**40], ids=["INT_MAX", "past a C int"])
+async def test_finding_4_a_connection_cap_past_what_grpc_core_holds_serves_as_no_cap(
+    start_server: StartServer, cap: int
+) -> None:
+    """grpc core reads its connection cap as a C int below INT_MAX: a larger --max-connections once stopped the
+    start with grpc's OverflowError, and INT_MAX itself aborted the process at its first connection; either is
+    grpc's largest cap instead."""
+    server = await start_server(max_connections=cap)
+    async with grpc.aio.insecure_channel(server.grpc_target) as channel:
+        error = await rpc_error(make_stub(channel).GetTask(a2a_pb2.GetTaskRequest(id="no-such-task"), metadata=V1))
+    assert error.code() == grpc.StatusCode.NOT_FOUND

@@ -18,8 +18,9 @@ from process import REPO, run_serve
 from a2a_grpc.auth import JwtSettings
 from a2a_grpc.auth.tokens import JwtVerifier
 from a2a_grpc.cli import main
-from a2a_grpc.interceptors.server import Limits, ServerChain
+from a2a_grpc.interceptors.server import Limits, ServerChain, VersionCheck
 from a2a_grpc.interceptors.server.extensions import ExtensionNegotiator
+from a2a_grpc.push.sender import PushSender
 from a2a_grpc.push.service import PushSettings
 from a2a_grpc.push.worker import DeliverySettings
 from a2a_grpc.server import ServerSettings
@@ -56,6 +57,8 @@ PART_DEFAULTS: dict[tuple[Callable[..., Any], str], str] = {
     (TaskLimits, "max_history"): "max_history_per_task",
     (TaskLimits, "max_artifact_bytes"): "max_artifact_bytes_per_task",
     (TaskLimits, "max_push_configs"): "max_push_configs_per_task",
+    (TaskLimits, "max_history_bytes"): "max_history_bytes_per_task",
+    (VersionCheck, "missing_means"): "missing_version_means",
     (open_store, "pool_size"): "store_pool_size",
     (PostgresStore, "pool_size"): "store_pool_size",
 }
@@ -94,6 +97,10 @@ def test_settings_one_home_the_table_and_the_parts_agree_on_what_no_field_holds(
 
 def test_settings_one_home_a_jwt_verifier_allows_the_leeway_serve_does() -> None:
     assert inspect.signature(JwtVerifier).parameters["leeway_seconds"].default == FILE_SETTINGS["jwt_leeway"].default
+
+
+def test_settings_one_home_a_push_sender_waits_as_long_as_serve_does() -> None:
+    assert inspect.signature(PushSender).parameters["timeout_seconds"].default == FILE_SETTINGS["push_timeout"].default
 
 
 def _defaults_named(tree: ast.AST) -> list[tuple[str, ast.expr]]:

@@ -30,6 +30,7 @@ from yarl import URL
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.push.guard import AddressPolicy, GuardedResolver, PushTargetRefused
 from a2a_grpc.push.signing import PushSigner
+from a2a_grpc.settings.defaults import PUSH_TIMEOUT_SECONDS
 
 CONTENT_TYPE = "application/a2a+json"
 TOKEN_HEADERS = ("X-A2A-Notification-Token", "A2A-Notification-Token")
@@ -83,7 +84,7 @@ class PushSender:
         self,
         policy: AddressPolicy,
         *,
-        timeout_seconds: float = 10.0,
+        timeout_seconds: float = PUSH_TIMEOUT_SECONDS,
         resolver: AbstractResolver | None = None,
         connector_factory: ConnectorFactory | None = None,
         signer: PushSigner | None = None,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from a2a_grpc.errors import Metadata, VersionNotSupportedError
 from a2a_grpc.interceptors.server.metadata import first_value
+from a2a_grpc.settings.defaults import MISSING_VERSION_MEANS
 from a2a_grpc.wire import SERVICE_NAME, V03_SERVICE_NAME, VERSION_HEADER
 
 SUPPORTED_VERSIONS = ("1.0",)
@@ -25,7 +26,9 @@ class VersionCheck:
     A missing or empty header means 0.3 (the spec's rule) unless `missing_means` says otherwise.
     """
 
-    def __init__(self, supported: tuple[str, ...] = SUPPORTED_VERSIONS, missing_means: str = "0.3") -> None:
+    def __init__(
+        self, supported: tuple[str, ...] = SUPPORTED_VERSIONS, missing_means: str = MISSING_VERSION_MEANS
+    ) -> None:
         self._supported = supported
         self._missing_means = missing_means
         self._verdicts: dict[str, str | VersionNotSupportedError] = {}
