@@ -21,6 +21,7 @@ import grpc
 from a2a_grpc.arrival import Arrival
 from a2a_grpc.auth import Principal
 from a2a_grpc.errors import A2AError, InternalError, MethodNotFoundError
+from a2a_grpc.escaping import escaped
 from a2a_grpc.interceptors.server.errors import abort
 from a2a_grpc.telemetry import AccessLog, Metrics
 from a2a_grpc.telemetry.outcome import outcome_of
@@ -76,7 +77,7 @@ class UnknownMethods(grpc.GenericRpcHandler):  # type: ignore[misc]
             except A2AError as error:
                 refusal = error
             except Exception:  # as the chain's errors layer does: logged, and INTERNAL with a generic message
-                log.exception("unexpected error admitting a call to %s", method)
+                log.exception("unexpected error admitting a call to %s", escaped(method))
                 refusal = InternalError("internal error")
         outcome = outcome_of(refusal, arrival)
         seconds = time.perf_counter() - started
