@@ -20,7 +20,8 @@ def _child_ids(queue: multiprocessing.Queue[list[str]]) -> None:
 
 
 def test_a_forked_child_never_hands_out_its_parents_next_ids() -> None:
-    new_id()
+    ids._unused.clear()
+    new_id()  # a fresh batch, whatever earlier tests drew from the last one
     assert len(ids._unused) >= 10  # the parent holds ids it has not handed out yet
     context = multiprocessing.get_context("fork")
     queue: multiprocessing.Queue[list[str]] = context.Queue()
