@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from a2a_grpc.generated import a2a_pb2
+from a2a_grpc.wire import A2A_METHOD_PREFIX as A2A_METHOD_PREFIX
 from a2a_grpc.wire import EXTENSIONS_HEADER as EXTENSIONS_HEADER
 from a2a_grpc.wire import SERVICE_NAME as SERVICE_NAME
 from a2a_grpc.wire import V03_EXTENSIONS_HEADER as V03_EXTENSIONS_HEADER
 from a2a_grpc.wire import VERSION_HEADER as VERSION_HEADER
+from a2a_grpc.wire import is_a2a_method as is_a2a_method
 
 A2A_SERVICE = a2a_pb2.DESCRIPTOR.services_by_name["A2AService"]  # named SERVICE_NAME (a2a_grpc.wire)
-A2A_METHOD_PREFIX = f"/{SERVICE_NAME}/"
 
 AUTHORIZATION_HEADER = "authorization"
 
@@ -30,8 +31,3 @@ TERMINAL_STATES = frozenset(
 )
 INTERRUPTED_STATES = frozenset({a2a_pb2.TASK_STATE_INPUT_REQUIRED, a2a_pb2.TASK_STATE_AUTH_REQUIRED})
 RUNNING_STATES = frozenset({a2a_pb2.TASK_STATE_SUBMITTED, a2a_pb2.TASK_STATE_WORKING})  # an agent works on it
-
-
-def is_a2a_method(method: str) -> bool:
-    """Whether a full method path (`/package.Service/Method`) names an A2AService RPC."""
-    return method.startswith(A2A_METHOD_PREFIX)

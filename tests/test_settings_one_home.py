@@ -18,7 +18,13 @@ from process import REPO, run_serve
 from a2a_grpc.auth import JwtSettings
 from a2a_grpc.auth.tokens import JwtVerifier
 from a2a_grpc.cli import main
-from a2a_grpc.interceptors.server import Limits, ServerChain, VersionCheck
+from a2a_grpc.interceptors.server import (
+    A2AServerInterceptor,
+    A2ASyncServerInterceptor,
+    Limits,
+    ServerChain,
+    VersionCheck,
+)
 from a2a_grpc.interceptors.server.extensions import ExtensionNegotiator
 from a2a_grpc.push.sender import PushSender
 from a2a_grpc.push.service import PushSettings
@@ -43,6 +49,12 @@ PART_DEFAULTS: dict[tuple[Callable[..., Any], str], str] = {
     (ServerChain, "echo_unary_headers"): "echo_unary_headers",
     (ServerChain, "max_extensions_per_call"): "max_extensions_per_call",
     (ExtensionNegotiator, "max_extensions"): "max_extensions_per_call",
+    (A2AServerInterceptor, "missing_version_means"): "missing_version_means",
+    (A2AServerInterceptor, "echo_unary_headers"): "echo_unary_headers",
+    (A2AServerInterceptor, "max_extensions_per_call"): "max_extensions_per_call",
+    (A2ASyncServerInterceptor, "missing_version_means"): "missing_version_means",
+    (A2ASyncServerInterceptor, "echo_unary_headers"): "echo_unary_headers",
+    (A2ASyncServerInterceptor, "max_extensions_per_call"): "max_extensions_per_call",
     (A2AServicer, "max_list_page_bytes"): "max_list_page_bytes",
     (A2AServicer, "max_extension_payload_bytes"): "max_extension_payload_bytes",
     (A2AServicer, "max_parts"): "max_parts",

@@ -346,3 +346,38 @@ async def test_the_0_3_agent_card_is_served_without_the_required_extensions(
         with pytest.raises(grpc.aio.AioRpcError):
             await extended
         assert await extended.code() == REFUSED
+
+
+class Aborting(a2a_pb2_grpc.A2AServiceServicer):
+    """GetTask aborts with trailers of its own, the asyncio way."""
+
+    async def GetTask(self, request: Any, context: Any) -> Any:
+        await context.abort(grpc.StatusCode.NOT_FOUND, "no such task", (("x-mine", "kept"),))
+
+
+class SyncAborting(a2a_pb2_grpc.A2AServiceServicer):
+    """GetTask aborts with trailers of its own from a sync method, which grpc.aio runs in its thread pool."""
+
+    def GetTask(self, request: Any, context: Any) -> Any:
+        context.abort(grpc.StatusCode.NOT_FOUND, "no such task", (("x-mine", "kept"),))
+
+
+@pytest.mark.parametrize("servicer", [Aborting, SyncAborting], ids=["async method", "sync method"])
+async def test_a_servicers_abort_with_its_own_trailers_keeps_the_echo_on_a_grpc_aio_server(servicer: type) -> None:
+    server = grpc.aio.server(
+        migration_thread_pool=futures.ThreadPoolExecutor(max_workers=2),
+        interceptors=[A2AServerInterceptor(card=CARD)],
+    )
+    a2a_pb2_grpc.add_A2AServiceServicer_to_server(servicer(), server)  # type: ignore[no-untyped-call]
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            stub = a2a_pb2_grpc.A2AServiceStub(channel)  # type: ignore[no-untyped-call]
+            call = stub.GetTask(a2a_pb2.GetTaskRequest(id="t"), metadata=v1(REQUIRED), timeout=10)
+            with pytest.raises(grpc.aio.AioRpcError):
+                await call
+            assert await call.code() == grpc.StatusCode.NOT_FOUND
+            assert tuple(await call.trailing_metadata() or ()) == (("a2a-extensions", REQUIRED), ("x-mine", "kept"))
+    finally:
+        await server.stop(0)

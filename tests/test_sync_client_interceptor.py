@@ -9,6 +9,8 @@ made from many threads at once, each its own thread's; other services untouched.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -145,3 +147,23 @@ def test_other_services_pass_the_sync_interceptor_untouched(server: ServerProces
     assert response.status == health_pb2.HealthCheckResponse.SERVING
     assert seen == []
     assert not hasattr(call, "extensions")
+
+
+def test_the_client_interceptors_leave_the_protobuf_pool_to_the_users_stubs() -> None:
+    """A fresh interpreter imports the client interceptors and builds them, then registers an `a2a.proto` of package
+    `lf.a2a.v1` of another content, as another package's stubs (the reference SDK's) do: it loads, since the
+    interceptors loaded none of our generated code."""
+    script = """
+import sys
+from google.protobuf import descriptor_pb2, descriptor_pool
+from a2a_grpc.interceptors.client import client_interceptors, sync_client_interceptors
+client_interceptors(extensions=["u"])
+sync_client_interceptors(extensions=["u"])
+theirs = descriptor_pb2.FileDescriptorProto(name="a2a.proto", package="lf.a2a.v1", syntax="proto3")
+theirs.message_type.add(name="AgentCard").field.add(name="theirs", number=1, type=9, label=1)
+descriptor_pool.Default().Add(theirs)
+print(sorted(name for name in sys.modules if name.startswith("a2a_grpc.generated")))
+"""
+    done = subprocess.run([sys.executable, "-I", "-c", script], capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"

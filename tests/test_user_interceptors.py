@@ -277,3 +277,46 @@ def test_an_embedders_interceptor_that_is_not_one_is_refused() -> None:
     settings = ServerSettings(listen="127.0.0.1:0", http_listen="", store_url="memory")
     with pytest.raises(ValueError, match=re.escape("is not a grpc.aio.ServerInterceptor")):
         A2AServer(settings, interceptors=[object()])
+
+
+class PassingOn(grpc.aio.ServerInterceptor):  # type: ignore[misc]
+    """Hands every call on as it is."""
+
+    async def intercept_service(self, continuation: Any, details: Any) -> Any:
+        return await continuation(details)
+
+
+async def _task_not_found(interceptors: list[grpc.aio.ServerInterceptor]) -> list[tuple[Any, str, bytes]]:
+    """(code, message, status details) of a unary call and a stream for a task id with a tab and a backslash."""
+    settings = ServerSettings(listen="127.0.0.1:0", http_listen="", store_url="memory")
+    server = A2AServer(settings, interceptors=interceptors)
+    await server.start()
+    ended: list[tuple[Any, str, bytes]] = []
+    try:
+        async with grpc.aio.insecure_channel(server.grpc_target) as channel:
+            stub = a2a_pb2_grpc.A2AServiceStub(channel)  # type: ignore[no-untyped-call]
+            for call in (
+                stub.GetTask(a2a_pb2.GetTaskRequest(id="a\tb\\c"), metadata=AUTHORIZED[:1], timeout=CALL_SECONDS),
+                stub.SubscribeToTask(
+                    a2a_pb2.SubscribeToTaskRequest(id="a\tb\\c"), metadata=AUTHORIZED[:1], timeout=CALL_SECONDS
+                ),
+            ):
+                with pytest.raises(grpc.aio.AioRpcError) as refused:
+                    if isinstance(call, grpc.aio.UnaryStreamCall):
+                        async for _ in call:
+                            pass
+                    else:
+                        await call
+                details = dict(refused.value.trailing_metadata() or ())["grpc-status-details-bin"]
+                ended.append((refused.value.code(), refused.value.details() or "", details))
+    finally:
+        await server.stop(0)
+    return ended
+
+
+async def test_a_servicers_error_through_a_users_interceptor_is_escaped_once() -> None:
+    """The status of an error the servicer raised is the same with a user's interceptor as without: its message and
+    ErrorInfo, which escape what the caller sent, are not escaped a second time on the way out through it."""
+    plain = await _task_not_found([])
+    assert plain[0][:2] == (grpc.StatusCode.NOT_FOUND, "task a\\tb\\\\c not found")
+    assert await _task_not_found([PassingOn()]) == plain

@@ -10,8 +10,8 @@ from typing import Any
 import grpc
 
 from a2a_grpc.extensions import parse_extension_values
-from a2a_grpc.protocol import EXTENSIONS_HEADER, VERSION_HEADER
-from a2a_grpc.protocol import is_a2a_method as is_a2a_path
+from a2a_grpc.wire import EXTENSIONS_HEADER, VERSION_HEADER
+from a2a_grpc.wire import is_a2a_method as is_a2a_path
 
 _extensions_override: ContextVar[tuple[str, ...] | None] = ContextVar("a2a_grpc_client_extensions", default=None)
 

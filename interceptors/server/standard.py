@@ -23,6 +23,7 @@ from a2a_grpc.interceptors.server.declared import CardSource
 from a2a_grpc.interceptors.server.errors import abort
 from a2a_grpc.interceptors.server.extensions import MAX_EXTENSIONS_PER_CALL
 from a2a_grpc.interceptors.server.standard_sync import accept_sync
+from a2a_grpc.settings.defaults import ECHO_UNARY_HEADERS, MISSING_VERSION_MEANS
 
 Behaviour = Callable[[Any, Any], Any]
 
@@ -156,8 +157,8 @@ class A2AServerInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         *,
         card: CardSource | None = None,
         extensions: Iterable[tuple[str, bool]] | None = None,
-        missing_version_means: str = "0.3",
-        echo_unary_headers: bool = False,
+        missing_version_means: str = MISSING_VERSION_MEANS,
+        echo_unary_headers: bool = ECHO_UNARY_HEADERS,
         max_extensions_per_call: int = MAX_EXTENSIONS_PER_CALL,
     ) -> None:
         self._admission = StandardAdmission(

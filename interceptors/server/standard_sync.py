@@ -25,6 +25,7 @@ from a2a_grpc.interceptors.server.admission import (
 )
 from a2a_grpc.interceptors.server.declared import CardSource
 from a2a_grpc.interceptors.server.extensions import MAX_EXTENSIONS_PER_CALL
+from a2a_grpc.settings.defaults import ECHO_UNARY_HEADERS, MISSING_VERSION_MEANS
 
 _DONE = object()
 
@@ -32,7 +33,7 @@ _DONE = object()
 class SyncEchoingContext:
     """A sync servicer's context while its call echoes: the response headers it sends carry the echo too (sent
     before the first message, or on return, when it sends none), and trailers it sets keep the echo unless they
-    name it themselves. Everything else is the servicer context's."""
+    name it themselves, as do those it aborts with. Everything else is the servicer context's."""
 
     __slots__ = ("_context", "_echo", "headers_due")
 
@@ -56,6 +57,12 @@ class SyncEchoingContext:
 
     def set_trailing_metadata(self, metadata: Metadata) -> None:
         self._context.set_trailing_metadata(with_echo(metadata, self._echo))
+
+    def abort(self, code: grpc.StatusCode, details: str = "", trailing_metadata: Metadata = ()) -> None:
+        if not trailing_metadata:  # the sync server's abort takes no trailers, and keeps the ones set (the echo)
+            self._context.abort(code, details)
+        else:  # grpc.aio's context of a sync method: these trailers would replace the echo
+            self._context.abort(code, details, with_echo(trailing_metadata, self._echo))
 
     def abort_with_status(self, status: grpc.Status) -> None:
         self._context.abort_with_status(
@@ -151,8 +158,8 @@ class A2ASyncServerInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]
         *,
         card: CardSource | None = None,
         extensions: Iterable[tuple[str, bool]] | None = None,
-        missing_version_means: str = "0.3",
-        echo_unary_headers: bool = False,
+        missing_version_means: str = MISSING_VERSION_MEANS,
+        echo_unary_headers: bool = ECHO_UNARY_HEADERS,
         max_extensions_per_call: int = MAX_EXTENSIONS_PER_CALL,
     ) -> None:
         self._admission = StandardAdmission(

@@ -55,17 +55,26 @@ class HandlerCallDetails(_CallDetails, grpc.HandlerCallDetails):  # type: ignore
 class InterceptorContext:
     """A call's grpc context as a user's interceptor sees it (see the module's doc)."""
 
-    __slots__ = ("_context",)
+    __slots__ = ("_context", "_ending")
 
     def __init__(self, context: Any) -> None:
         self._context = context
+        self._ending: A2AError | None = None
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._context, name)
 
+    def ending_with(self, error: A2AError) -> None:
+        """`error` is the servicer's, on its way out through the user's interceptors (`_abort`): an abort with its
+        status raises it as it is, not one read back from its already escaped status."""
+        self._ending = error
+
     async def abort(self, code: grpc.StatusCode, details: str = "", trailing_metadata: Metadata | None = ()) -> None:
         trailing_metadata = trailing_metadata or ()
         self.set_trailing_metadata([(key, value) for key, value in trailing_metadata if key != STATUS_DETAILS_KEY])
+        ending, self._ending = self._ending, None
+        if ending is not None and ending.code == code and status_message(ending) == details:
+            raise ending
         raise error_from_status(code, details, trailing_metadata)
 
     def set_trailing_metadata(self, trailing_metadata: Metadata) -> None:
@@ -112,16 +121,17 @@ class UserInterceptors:
     def unary(self, path: str, prepare: Prepare, behave: Behave[Any]) -> tuple[Prepare, Behave[Any]]:
         async def intercepted(prepared: tuple[Any, Any], call: CallContext) -> Any:
             request, context = prepared
+            ours = InterceptorContext(context)
 
             async def serve(request: Any, context: Any) -> Any:
                 try:
                     return await behave(request, call)
                 except A2AError as error:
-                    await _abort(context, error)
+                    await _abort(context, ours, error)
                     raise
 
             handler = await self._intercepted(path, call, grpc.unary_unary_rpc_method_handler(serve))
-            return await handler.unary_unary(request, InterceptorContext(context))
+            return await handler.unary_unary(request, ours)
 
         return _keeping_context(prepare), intercepted
 
@@ -133,6 +143,7 @@ class UserInterceptors:
 
         async def intercepted(prepared: tuple[Any, Any], call: CallContext) -> AsyncIterator[Any]:
             (request, release), context = prepared
+            ours = InterceptorContext(context)
             try:
 
                 async def serve(request: Any, context: Any) -> AsyncIterator[Any]:
@@ -140,11 +151,11 @@ class UserInterceptors:
                         async for event in await open_stream((request, release), call):
                             yield event
                     except A2AError as error:
-                        await _abort(context, error)
+                        await _abort(context, ours, error)
                         raise
 
                 handler = await self._intercepted(path, call, grpc.unary_stream_rpc_method_handler(serve))
-                events = handler.unary_stream(request, InterceptorContext(context))
+                events = handler.unary_stream(request, ours)
             except BaseException:
                 release()
                 raise
@@ -153,10 +164,11 @@ class UserInterceptors:
         return _keeping_context(prepare), intercepted
 
 
-async def _abort(context: Any, error: A2AError) -> None:
+async def _abort(context: Any, ours: InterceptorContext, error: A2AError) -> None:
     """End the call with `error` the way grpc's servicers do, through the context the user's interceptors gave the
-    servicer, so that they see its status (OpenTelemetry's records the code from it); the InterceptorContext
-    underneath raises it again as its typed error, for the chain's errors guard."""
+    servicer, so that they see its status (OpenTelemetry's records the code from it); `ours`, the InterceptorContext
+    underneath, raises `error` itself again, for the chain's errors guard."""
+    ours.ending_with(error)
     await context.abort(error.code, status_message(error), status_trailers(error))
 
 
