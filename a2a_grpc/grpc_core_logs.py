@@ -56,9 +56,11 @@ def relay_core_logs(level: str, log_format: str) -> CoreLogRelayProcess | None:
     except OSError:
         return None
     read_end, write_end = os.pipe()
-    command = [sys.executable, "-m", RELAY_MODULE, "--level", level, "--format", log_format]
+    command = [sys.executable, "-P", "-m", RELAY_MODULE, "--level", level, "--format", log_format]
     try:
-        process = subprocess.Popen(command, stdin=read_end, stdout=subprocess.DEVNULL, stderr=stderr)
+        process = subprocess.Popen(
+            command, stdin=read_end, stdout=subprocess.DEVNULL, stderr=stderr, env=_relay_env(), cwd="/"
+        )
     except OSError as error:
         os.close(write_end)
         os.close(stderr)
@@ -70,6 +72,14 @@ def relay_core_logs(level: str, log_format: str) -> CoreLogRelayProcess | None:
     os.dup2(write_end, 2)
     os.close(write_end)
     return CoreLogRelayProcess(process, stderr)
+
+
+def _relay_env() -> dict[str, str]:
+    """This environment, with this a2a_grpc package's directory first on the relay's path (`-P` keeps the working
+    directory off it: a file there must not stand in for a module the relay imports)."""
+    package_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    path = os.environ.get("PYTHONPATH")
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([package_parent, path] if path else [package_parent])}
 
 
 def _write_python_to(fd: int) -> None:
