@@ -38,6 +38,7 @@ REPEAT_SECONDS = 60.0
 MAX_MESSAGES = 256  # distinct messages whose repeats are counted at once; one more writes out the counts
 PARTIAL_SECONDS = 0.1  # a line without its end yet (a prompt, a progress bar) is passed on after this
 READ_BYTES = 65_536
+MAX_LINE_BYTES = 65_536  # a longer line without its end yet is passed on as it is
 LEVELS = {"I": "INFO", "W": "WARNING", "E": "ERROR", "F": "CRITICAL"}
 _CORE_LINE = re.compile(r"([IWEF])\d{4} [\d:. ]+ \d+ ([^\s\]]+:\d+)\] ?(.*)")  # level, date time, thread, source
 _IGNORED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -149,6 +150,9 @@ def relay_lines(fd: int, relay: CoreLogRelay) -> None:
         now = time.time()
         for line in lines:
             relay.line(line + b"\n", now)
+        if len(pending) > MAX_LINE_BYTES:
+            relay.line(pending, now)
+            pending = b""
     if pending:
         relay.line(pending, time.time())
     relay.end(time.time())
