@@ -3,9 +3,9 @@
 
 grpc core writes its lines (`E1207 14:17:24.855668   29498 tcp_server_posix.cc:123] message`) to file descriptor
 2 itself; grpcio gives them no other way out. This process turns each into a line of the server's log on the
-`grpc.core` logger (its levels I, W, E and F as INFO, WARNING, ERROR and CRITICAL; the message escaped as the
-access log escapes what a caller chose; its source file and line kept), in the server's format, and drops the
-ones below the server's level. A message that comes again within REPEAT_SECONDS of its first line is counted,
+`grpc.core` logger (its levels I, W, E and F as INFO, WARNING, ERROR and CRITICAL; the time core wrote it; the
+message escaped as the access log escapes what a caller chose; its source file and line kept), in the server's
+format, and drops the ones below the server's level. A message that comes again within REPEAT_SECONDS of its first line is counted,
 not written: one line then says how many times it came (core's `File descriptor limit reached` comes once a
 second while the limit holds). Every other line (a C library's, a subprocess's) goes to stderr as it came.
 
@@ -28,6 +28,7 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import BinaryIO
 
 from a2a_grpc.escaping import escaped
@@ -38,9 +39,12 @@ REPEAT_SECONDS = 60.0
 MAX_MESSAGES = 256  # distinct messages whose repeats are counted at once; one more writes out the counts
 PARTIAL_SECONDS = 0.1  # a line without its end yet (a prompt, a progress bar) is passed on after this
 READ_BYTES = 65_536
+DAY_SECONDS = 86_400.0
 MAX_LINE_BYTES = 65_536  # a longer line without its end yet is passed on as it is
 LEVELS = {"I": "INFO", "W": "WARNING", "E": "ERROR", "F": "CRITICAL"}
-_CORE_LINE = re.compile(r"([IWEF])\d{4} [\d:. ]+ \d+ ([^\s\]]+:\d+)\] ?(.*)")  # level, date time, thread, source
+# level, month and day, time (local), thread, source, message; core's lines before absl is set up have 0000 00:00:
+# and a time since the epoch
+_CORE_LINE = re.compile(r"([IWEF])(\d\d)(\d\d) ([\d:.]+) +\d+ ([^\s\]]+:\d+)\] ?(.*)")
 _IGNORED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
@@ -70,7 +74,7 @@ class CoreLogRelay:
         level = LEVELS[core[1]]
         if logging.getLevelName(level) < self._level:
             return
-        key = (level, core[2], core[3])
+        key = (level, core[5], core[6])
         repeats = self._repeats.get(key)
         if repeats is not None:
             repeats.count += 1
@@ -78,7 +82,7 @@ class CoreLogRelay:
         if len(self._repeats) >= MAX_MESSAGES:
             self.end(now)
         self._repeats[key] = _Repeats(now)
-        self._write(self._log_line(key, now))
+        self._write(self._log_line(key, core_time(core, now)))
 
     def next_expiry(self) -> float | None:
         """When `expire` has a count to write, or a message to forget."""
@@ -125,6 +129,23 @@ class CoreLogRelay:
             self._out.flush()
         except OSError:  # stderr is gone: keep reading, so that no writer ever waits on a full pipe
             self._out = None
+
+
+def core_time(core: re.Match[str], now: float) -> float:
+    """When core wrote the line `core`, read at `now`, in seconds since the epoch, as the line says (a relay that
+    reads it late still gives its time); `now` when the line's time cannot be read."""
+    month, day, clock = int(core[2]), int(core[3]), core[4]
+    try:
+        if not month:  # 0000 00:00:1733580000.123456
+            return float(clock.rpartition(":")[2])
+        written = datetime.strptime(clock[:15], "%H:%M:%S.%f")  # to the microsecond
+        year = time.localtime(now).tm_year
+        when = written.replace(year=year, month=month, day=day).timestamp()
+        if when > now + DAY_SECONDS:  # written in December, read in January
+            when = written.replace(year=year - 1, month=month, day=day).timestamp()
+    except ValueError:
+        return now
+    return when
 
 
 def relay_lines(fd: int, relay: CoreLogRelay) -> None:

@@ -10,6 +10,7 @@ import json
 import re
 import socket
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import grpc
@@ -116,13 +117,20 @@ def test_a_repeated_core_line_is_counted_once_a_minute_and_forgotten_after_a_qui
     assert written[1] == "W1207 14:17:24.855668 "
 
 
-def test_json_relay_lines_are_the_servers_json_lines() -> None:
+def test_json_relay_lines_are_the_servers_json_lines_at_the_time_core_wrote_them() -> None:
+    """A relay that reads core's lines late still gives them the time core wrote them (local time in core's
+    usual lines; seconds since the epoch in the ones it writes before absl is set up)."""
     out = io.BytesIO()
-    CoreLogRelay(out, "info", JsonFormatter()).line(b"F1207 14:17:24.855668   7 a.cc:9] Check failed: x\n", 0.5)
-    assert json.loads(out.getvalue()) == {
-        "time": "1970-01-01T00:00:00.500+00:00",
+    relay = CoreLogRelay(out, "info", JsonFormatter())
+    written = datetime(2026, 12, 7, 14, 17, 24, 855668).timestamp()
+    relay.line(b"F1207 14:17:24.855668   7 a.cc:9] Check failed: x\n", written + 5.0)
+    relay.line(b"I0000 00:00:1733580000.500000   7 b.cc:1] early\n", written + 5.0)
+    first, second = (json.loads(line) for line in out.getvalue().splitlines())
+    assert first == {
+        "time": datetime.fromtimestamp(written, UTC).isoformat(timespec="milliseconds"),
         "level": "CRITICAL",
         "logger": "grpc.core",
         "message": "Check failed: x",
         "source": "a.cc:9",
     }
+    assert (second["time"], second["level"], second["message"]) == ("2024-12-07T14:00:00.500+00:00", "INFO", "early")
