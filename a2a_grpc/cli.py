@@ -13,7 +13,7 @@ import sys
 from collections.abc import Coroutine, Sequence
 from typing import Any, NoReturn
 
-import a2a_grpc.grpc_core_logs  # noqa: F401  (first: before anything imports grpc)
+import a2a_grpc.grpc_core_logs  # first: before anything imports grpc
 from a2a_grpc.cli_client import add_client_parsers, run_client_command
 from a2a_grpc.config import ConfigError, add_config_parser, resolve, run_config_command
 from a2a_grpc.server import A2AServer
@@ -64,7 +64,12 @@ def serve(args: argparse.Namespace, argv: Sequence[str]) -> int:
     except (SettingRefused, TracingUnavailable) as error:
         print(f"a2a-grpc: {error}", file=sys.stderr)
         return 2
-    return run_async(_serve(server, f"{worker}/{args.workers}" if worker is not None else None))
+    core_logs = a2a_grpc.grpc_core_logs.relay_core_logs(args.log_level, args.log_format)
+    try:
+        return run_async(_serve(server, f"{worker}/{args.workers}" if worker is not None else None))
+    finally:
+        if core_logs is not None:
+            core_logs.end()
 
 
 def _worker_metrics(worker: int | None) -> tuple[int, str] | None:
