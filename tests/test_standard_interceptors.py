@@ -300,6 +300,7 @@ def test_a_card_is_read_from_a_file_a_dict_or_any_generated_message(tmp_path: Pa
         ({"card": {"capabilities": {"extensions": [{"uri": "u", "required": "yes"}]}}}, ValueError),
         ({"card": {"capabilities": {"extensions": {"uri": "u"}}}}, ValueError),
         ({"extensions": [(None, True)]}, ValueError),
+        ({"extensions": [("u", True), ("u", False)]}, ValueError),  # which one would it enforce?
         ({"extensions": [], "missing_version_means": "2.0"}, ValueError),
     ],
 )

@@ -29,7 +29,11 @@ def declared_extensions(
         raise TypeError("give the extensions to enforce as card= or as extensions=, one of the two")
     pairs = card_extensions(card) if card is not None else [_pair(pair) for pair in extensions or ()]
     registry = ExtensionRegistry()
+    seen: set[str] = set()
     for uri, required in pairs:
+        if uri in seen:
+            raise ValueError(f"extension {uri} is declared twice: declare each extension once")
+        seen.add(uri)
         registry.add(Extension(uri, required=required))
     return registry
 
