@@ -1,0 +1,113 @@
+"""Reads never starve the SQLite store (issue 31, item 2): listings take at most HEAVY_READS reader threads at
+once, so a GetTask always finds a reader and the readiness check (`ping`, on a thread of its own) is never held
+behind reads, however many listings are under way or how slow each one is.
+
+A listing is made slow here by holding it until the test lets it go (it waits on a threading.Event inside the
+store's listing read, on the reader thread): the ordering is then certain, not a race against a clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_stores import OWNER, WORKING, query, status
+
+from a2a_grpc.generated import a2a_pb2
+from a2a_grpc.store import SqliteStore, TaskWrite, sqlite_reads
+from a2a_grpc.store.sqlite import HEAVY_READS, READERS
+
+LISTINGS = READERS + 3  # more listings than there are readers
+WAIT_SECONDS = 10.0  # only ever reached when the store holds a read behind the listings (the old code)
+
+
+class HeldListings:
+    """The store's listing read, held on its reader thread until `release`; counts the listings running."""
+
+    def __init__(self, listing: Callable[..., Any]) -> None:
+        self._listing = listing
+        self._release = threading.Event()
+        self._lock = threading.Lock()
+        self.running = 0
+        self.most_running = 0
+        self.started = threading.Semaphore(0)
+
+    def __call__(self, *args: Any) -> Any:
+        with self._lock:
+            self.running += 1
+            self.most_running = max(self.most_running, self.running)
+        self.started.release()
+        try:
+            self._release.wait()
+            return self._listing(*args)
+        finally:
+            with self._lock:
+                self.running -= 1
+
+    def release(self) -> None:
+        self._release.set()
+
+    async def wait_started(self) -> None:
+        """Until one more listing is held on its reader thread."""
+        assert await asyncio.to_thread(self.started.acquire, True, WAIT_SECONDS)
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
+    opened = SqliteStore(tmp_path / "tasks.db")
+    await opened.open()
+    task = a2a_pb2.Task(id="t1", context_id="c1", status=status(WORKING, 1_000))
+    await opened.apply(TaskWrite("t1", 1, owner=OWNER, task=task))
+    try:
+        yield opened
+    finally:
+        await opened.close()
+
+
+@pytest.fixture
+def held(monkeypatch: pytest.MonkeyPatch) -> HeldListings:
+    listings = HeldListings(sqlite_reads.list_tasks)
+    monkeypatch.setattr(sqlite_reads, "list_tasks", listings)
+    return listings
+
+
+async def test_get_task_and_ping_answer_while_listings_hold_the_readers(store: SqliteStore, held: HeldListings) -> None:
+    listings = [asyncio.create_task(store.list_tasks(query())) for _ in range(LISTINGS)]
+    await held.wait_started()
+    try:
+        got = await asyncio.wait_for(store.get_task("t1", OWNER), WAIT_SECONDS)
+        await asyncio.wait_for(store.ping(), WAIT_SECONDS)
+        assert got is not None and got.id == "t1"
+        assert not any(listing.done() for listing in listings)  # answered while every listing was held
+        await held.wait_started()
+        assert held.running == HEAVY_READS
+    finally:
+        held.release()
+        pages = await asyncio.gather(*listings)
+    assert [page.total_size for page in pages] == [1] * LISTINGS
+    assert held.most_running == HEAVY_READS
+
+
+async def test_a_listing_whose_caller_gave_up_keeps_its_turn_until_its_read_ends(
+    store: SqliteStore, held: HeldListings
+) -> None:
+    """A caller's deadline ends its wait, not the read on the thread: the turn comes back only when the read
+    ends, so listings abandoned by their callers never take the point reads' reader."""
+    abandoned = [asyncio.create_task(store.list_tasks(query())) for _ in range(LISTINGS)]
+    await held.wait_started()
+    for listing in abandoned:
+        listing.cancel()
+    await asyncio.gather(*abandoned, return_exceptions=True)
+    later = [asyncio.create_task(store.list_tasks(query())) for _ in range(LISTINGS)]
+    try:
+        got = await asyncio.wait_for(store.get_task("t1", OWNER), WAIT_SECONDS)
+        assert got is not None
+        assert held.running <= HEAVY_READS and not any(listing.done() for listing in later)
+    finally:
+        held.release()
+        await asyncio.gather(*later)
+    assert held.most_running == HEAVY_READS
