@@ -1,9 +1,11 @@
-"""Reads never starve the SQLite store (issue 31, item 2): listings take at most HEAVY_READS reader threads at
+"""Reads never starve the store (issue 31, item 2). SQLite: listings take at most HEAVY_READS reader threads at
 once, so a GetTask always finds a reader and the readiness check (`ping`, on a thread of its own) is never held
-behind reads, however many listings are under way or how slow each one is.
+behind reads, however many listings are under way or how slow each one is. PostgreSQL: listings take at most
+half the pool, so ping always finds a connection.
 
-A listing is made slow here by holding it until the test lets it go (it waits on a threading.Event inside the
-store's listing read, on the reader thread): the ordering is then certain, not a race against a clock.
+A SQLite listing is made slow here by holding it until the test lets it go (it waits on a threading.Event inside
+the store's listing read, on the reader thread); a PostgreSQL one by a lock another connection holds on the tasks
+table. The ordering is then certain, not a race against a clock.
 """
 
 from __future__ import annotations
@@ -14,11 +16,12 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
+import asyncpg  # type: ignore[import-untyped,unused-ignore]  # asyncpg is a test extra
 import pytest
 from test_stores import OWNER, WORKING, query, status
 
 from a2a_grpc.generated import a2a_pb2
-from a2a_grpc.store import SqliteStore, TaskWrite, sqlite_reads
+from a2a_grpc.store import PostgresStore, SqliteStore, TaskWrite, sqlite_reads
 from a2a_grpc.store.sqlite import HEAVY_READS, READERS
 
 LISTINGS = READERS + 3  # more listings than there are readers
@@ -111,3 +114,38 @@ async def test_a_listing_whose_caller_gave_up_keeps_its_turn_until_its_read_ends
         held.release()
         await asyncio.gather(*later)
     assert held.most_running == HEAVY_READS
+
+
+PG_POOL = 4  # listings at once: 2
+
+
+async def listings_waiting_on_the_lock(db: asyncpg.Connection, count: int) -> int:
+    """Once at least `count` queries wait for the lock on the tasks table (polled): how many do."""
+    for _ in range(round(WAIT_SECONDS / 0.02)):
+        waiting: int = await db.fetchval(
+            "SELECT count(*) FROM pg_locks WHERE NOT granted AND relation = 'tasks'::regclass"
+        )
+        if waiting >= count:
+            return waiting
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"fewer than {count} listings came to the lock")
+
+
+async def test_postgres_listings_leave_the_pool_a_connection_for_ping(postgres_url: str) -> None:
+    store = PostgresStore(postgres_url, pool_size=PG_POOL)
+    await store.open()
+    locker = await asyncpg.connect(postgres_url)
+    held = locker.transaction()
+    await held.start()
+    await locker.execute("LOCK TABLE tasks IN ACCESS EXCLUSIVE MODE")
+    listings = [asyncio.create_task(store.list_tasks(query())) for _ in range(LISTINGS)]
+    try:
+        await listings_waiting_on_the_lock(locker, PG_POOL // 2)
+        await asyncio.wait_for(store.ping(), WAIT_SECONDS)
+        assert await listings_waiting_on_the_lock(locker, 1) == PG_POOL // 2
+        assert not any(listing.done() for listing in listings)
+    finally:
+        await held.rollback()
+        await asyncio.gather(*listings)
+        await locker.close()
+        await store.close()
