@@ -17,10 +17,15 @@ from pathlib import Path
 from typing import Any
 
 import asyncpg  # type: ignore[import-untyped,unused-ignore]  # asyncpg is a test extra
+import grpc
 import pytest
+from conftest import V1, send_request
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from rpc_helpers import make_stub
 from test_stores import OWNER, WORKING, query, status
 
 from a2a_grpc.generated import a2a_pb2
+from a2a_grpc.server import A2AServer, ServerSettings
 from a2a_grpc.store import PostgresStore, SqliteStore, TaskWrite, sqlite_reads
 from a2a_grpc.store.sqlite import HEAVY_READS, READERS
 
@@ -114,6 +119,52 @@ async def test_a_listing_whose_caller_gave_up_keeps_its_turn_until_its_read_ends
         held.release()
         await asyncio.gather(*later)
     assert held.most_running == HEAVY_READS
+
+
+class CountedPings(SqliteStore):
+    """The SQLite store, its readiness checks counted: `pinged` is set by each one answered."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.pinged = asyncio.Event()
+
+    async def ping(self) -> None:
+        await super().ping()
+        self.pinged.set()
+
+
+async def test_a_server_answers_get_task_and_stays_ready_while_listings_hold_the_readers(
+    tmp_path: Path, held: HeldListings
+) -> None:
+    """Over gRPC: with more ListTasks in flight than the store has readers, each held on its reader, a GetTask
+    is answered, the server's own readiness checks (every 0.05 s) keep answering, and health says SERVING."""
+    store = CountedPings(tmp_path / "tasks.db")
+    settings = ServerSettings(
+        listen="127.0.0.1:0", http_listen="", readiness_interval_seconds=0.05, readiness_timeout_seconds=0.5
+    )
+    server = A2AServer(settings, store=store)
+    await server.start()
+    try:
+        async with grpc.aio.insecure_channel(server.grpc_target) as channel:
+            stub = make_stub(channel)
+            task = (await stub.SendMessage(send_request(), metadata=V1, timeout=WAIT_SECONDS)).task
+            request = a2a_pb2.ListTasksRequest(status=a2a_pb2.TASK_STATE_COMPLETED)
+            listings = [stub.ListTasks(request, metadata=V1, timeout=WAIT_SECONDS * 2) for _ in range(LISTINGS)]
+            await held.wait_started()
+            try:
+                got = await stub.GetTask(a2a_pb2.GetTaskRequest(id=task.id), metadata=V1, timeout=WAIT_SECONDS)
+                for _ in range(2):  # one check that began after the listings were held, at least
+                    store.pinged.clear()
+                    await asyncio.wait_for(store.pinged.wait(), WAIT_SECONDS)
+                health = await health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=5)
+                assert got.id == task.id and health.status == health_pb2.HealthCheckResponse.SERVING
+                assert not any(listing.done() for listing in listings)
+            finally:
+                held.release()
+                pages = await asyncio.gather(*listings)
+        assert [page.total_size for page in pages] == [1] * LISTINGS
+    finally:
+        await server.stop(0)
 
 
 PG_POOL = 4  # listings at once: 2
