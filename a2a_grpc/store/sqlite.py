@@ -7,8 +7,8 @@ one `call_soon_threadsafe`. Reads run on READERS reader threads, each read on a 
 lets them read side by side and while the writer writes). Listings, the reads whose cost grows with the store,
 take at most HEAVY_READS of those threads at once (later ones wait their turn on the loop, bounded by their
 caller's deadline), so a point read (GetTask) always finds a reader free; `ping` has a thread and connection
-of its own and so never waits behind reads. The task writes are in sqlite_writes, the reads in sqlite_reads, push-notification
-configs in sqlite_push and the schema in sqlite_schema.
+of its own and so never waits behind reads. The task writes are in sqlite_writes, the reads in sqlite_reads,
+push-notification configs in sqlite_push and the schema in sqlite_schema.
 
 With synchronous=NORMAL in WAL mode a committed write survives the process being killed, not a power cut.
 
@@ -61,9 +61,9 @@ _Run: TypeAlias = Callable[[sqlite3.Connection, Any], object]
 _Job: TypeAlias = tuple[_Run, Any, asyncio.Future[Any]]
 _Outcome: TypeAlias = tuple[asyncio.Future[Any], BaseException | None, object]
 _STOP: Final = None
-# Reader threads, each with its connection; listings use at most HEAVY_READS of them at once. On this
-# 2-core machine more readers only share the same cores: two listings keep them busy (SQLite steps without
-# the GIL) and the third reader is the point reads' own.
+# Reader threads, each with its connection; listings use at most HEAVY_READS of them at once. Two listings
+# keep two cores busy (SQLite steps without the GIL), more would only queue on the same cores; the third
+# reader is the point reads' own.
 READERS: Final = 3
 HEAVY_READS: Final = READERS - 1
 
