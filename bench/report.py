@@ -141,6 +141,16 @@ def row(r: Record) -> list[str]:
             f"RSS idle {r['rss_idle_mb']:.1f} MiB, after {r['completed']:,} tasks {r['rss_after_mb']:.1f} MiB "
             f"({_fmt(r['bytes_per_task'])} B/task), listed {r['tasks_listed']:,}, errors {r['errors']}"
         ]
+    if r["kind"] == "readload":
+        return [
+            f"{name:<{NAME_WIDTH}} {_fmt(r['concurrency']):>5} {_fmt(r['rate']):>10} {r['unit']:<9} "
+            f"{_fmt(r['list_p50_ms'], 2):>8} {_fmt(r['list_p99_ms'], 2):>8}  errors {r['errors']}",
+            f"{'':<{NAME_WIDTH}}   readiness: {r['not_serving']} NOT_SERVING, {r['health_failed']} unanswered of "
+            f"{r['polls']} polls; health p50 {_fmt(r['health_p50_ms'], 2)} ms, p99 {_fmt(r['health_p99_ms'], 2)} ms, "
+            f"max {_fmt(r['health_max_ms'], 1)} ms; GetTask p50 {_fmt(r['get_p50_ms'], 2)} ms, "
+            f"p99 {_fmt(r['get_p99_ms'], 2)} ms",
+            *([f"{'':<{NAME_WIDTH}}   first error: {r['first_error']}"] if r["errors"] else []),
+        ]
     lines = [
         f"{name:<{NAME_WIDTH}} {_fmt(r['concurrency']):>5} {_fmt(r['rate']):>10} {r['unit']:<9} "
         f"{_fmt(r['p50_ms'], 2):>8} {_fmt(r['p99_ms'], 2):>8} {_fmt(r['server_cpu_us']):>10} "

@@ -34,6 +34,10 @@ Case families (filter them with --cases, shell-style patterns):
                                                           the server once verified); TLS (`--tls-cert`). Keys and
                                                           certificates are made for the run; each run checks first
                                                           that a call without the token, or over plaintext, fails
+  readload.sqlite                                         12 clients looping ListTasks with a status filter on a
+                                                          SQLite store of 100,000 tasks (--quick: 10,000), at
+                                                          least 10 s: readiness polled every 100 ms (NOT_SERVING
+                                                          answers, health latency), GetTask latency meanwhile
 
 The PostgreSQL cases run on a throwaway cluster the bench starts on 127.0.0.1 (or on --postgres URL), each
 server on a database of its own; without the PostgreSQL server binaries they are skipped (one line says so).
@@ -75,7 +79,7 @@ from typing import Any
 
 import grpc
 
-from bench import measure, report
+from bench import measure, readload, report
 from bench.credentials import AUDIENCE, ISSUER, Credentials
 from bench.databases import Databases
 from bench.loadgen import V03, V10, LoadPool, Metadata
@@ -97,7 +101,7 @@ REFUSED_WITH = {"jwt": grpc.StatusCode.UNAUTHENTICATED, "tls": grpc.StatusCode.U
 @dataclass(frozen=True)
 class Family:
     name: str
-    kind: str  # send | stream | fanout | memory | replica
+    kind: str  # send | stream | fanout | memory | replica | readload
     server: str  # ours | bare | sdk
     store: str = "memory"  # memory | sqlite | postgres
     extension: bool = False
@@ -153,6 +157,7 @@ FAMILIES = (
     Family("auth.send.plain", "send", "ours", top_only=True),
     Family("auth.send.jwt", "send", "ours", auth="jwt", top_only=True),
     Family("auth.send.tls", "send", "ours", auth="tls", top_only=True),
+    Family("readload.sqlite", "readload", "ours", "sqlite"),
 )
 
 
@@ -285,7 +290,7 @@ class Bench:
         return self._sdk
 
     def _server_argv(self, family: Family, store: str = "memory") -> list[str]:
-        agent = {"send": "echo", "memory": "echo", "replica": "ticks"}.get(family.kind, "chunks")
+        agent = {"send": "echo", "memory": "echo", "replica": "ticks", "readload": "echo"}.get(family.kind, "chunks")
         if family.server == "bare":
             flags = [
                 *(["--asks"] if family.asks else []),
@@ -297,7 +302,7 @@ class Bench:
             argv = [str(self._sdk_python()), "-m", "bench.sdk_server", "--agent", agent]
             return argv + (["--uvloop"] if self.args.sdk_uvloop else [])
         if family.store == "sqlite":
-            store = f"sqlite:///{self._scratch.name}/{family.name}.db"
+            store = f"sqlite:///{self._store_path(family)}"
         if family.extension:
             agent = "echo-ext"
         argv = [sys.executable, "-m", "bench.our_server", "--store", store, "--agent", agent]
@@ -307,6 +312,10 @@ class Bench:
             argv += ["--telemetry", family.telemetry, "--access-log-file", str(self._access_log(family))]
         argv += self._auth_flags(family)
         return argv + (["--no-extensions"] if family.kind == "send" and not family.extension else [])
+
+    def _store_path(self, family: Family) -> str:
+        """A SQLite family's store file in the scratch directory."""
+        return f"{self._scratch.name}/{family.name}.db"
 
     @functools.cached_property
     def credentials(self) -> Credentials:
@@ -500,12 +509,17 @@ class Bench:
         if family.kind == "replica":
             self.run_replica_family(family)
             return
+        if family.kind == "readload":
+            tasks = readload.QUICK_TASKS if self.args.quick else readload.TASKS
+            readload.fill(Path(self._store_path(family)), tasks)
         try:
             with self._serving(family) as server:
                 if family.kind == "stream":
                     result = measure.measure_stream(server, self.pool, self.settings, self.args.stream_concurrency)
                 elif family.kind == "fanout":
                     result = measure.measure_fanout(server, self.pool, self.settings, self.args.subscribers)
+                elif family.kind == "readload":
+                    result = readload.measure(server.target, tasks, self.args.duration)
                 else:
                     result = measure.measure_memory(server, self.pool, self.settings, self.args.memory_tasks, 64)
                 self._record(family, result)

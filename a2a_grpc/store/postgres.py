@@ -106,9 +106,11 @@ _Job: TypeAlias = tuple[PreparedWrite, asyncio.Future[None]]
 
 @dataclass(slots=True)
 class _Open:
-    """What exists while the store is open: the pool, the write queue with its worker, the listener."""
+    """What exists while the store is open: the pool, the write queue with its worker, the listener, and the
+    listings' bound (half the pool at most, so that ping, point reads and writes always find a connection)."""
 
     pool: asyncpg.Pool
+    listings: asyncio.Semaphore
     queue: asyncio.Queue[_Job | None] = field(default_factory=asyncio.Queue)
     worker: asyncio.Task[None] | None = None
     listener: replicas.Listener | None = None
@@ -151,7 +153,7 @@ class PostgresStore:
         except BaseException:
             await pool.close()
             raise
-        opened = _Open(pool)
+        opened = _Open(pool, asyncio.Semaphore(max(1, self.pool_size // 2)))
         opened.worker = asyncio.create_task(self._write_worker(opened), name="postgres-store-writer")
         self._open = opened
 
@@ -241,14 +243,18 @@ class PostgresStore:
         return [(str(row["id"]), str(row["owner"])) for row in rows]
 
     async def list_tasks(self, query: TaskQuery) -> TaskPage:
-        pool = self._pool()
+        opened = self._opened()
         cursor = decode_task_cursor(query.page_token) if query.page_token else None
         if cursor is not None and has_nul(cursor[1]):
             raise InvalidPageTokenError("invalid page token")  # no stored id holds NUL: not our token
         if has_nul(query.owner, query.context_id):
             return TaskPage()
         with translated():
-            async with pool.acquire() as conn, conn.transaction(isolation="repeatable_read", readonly=True):
+            async with (
+                opened.listings,
+                opened.pool.acquire() as conn,
+                conn.transaction(isolation="repeatable_read", readonly=True),
+            ):
                 return await _list_tasks(conn, query, cursor)
 
     async def put_push_config(

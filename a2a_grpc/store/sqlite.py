@@ -3,9 +3,12 @@
 The event loop never touches SQLite. Writes (task writes and push-config changes) are serialized on the
 loop, then queued to one writer thread that applies everything queued in ONE transaction (group commit),
 each write inside its own SAVEPOINT so a failing write fails alone, and resolves the batch's futures with
-one `call_soon_threadsafe`. Reads run on one reader thread with its own connection (WAL lets it read
-while the writer writes). The task writes are in sqlite_writes, the reads in sqlite_reads, push-notification
-configs in sqlite_push and the schema in sqlite_schema.
+one `call_soon_threadsafe`. Reads run on READERS reader threads, each read on a connection of its own (WAL
+lets them read side by side and while the writer writes). Listings, the reads whose cost grows with the store,
+take at most HEAVY_READS of those threads at once (later ones wait their turn on the loop, bounded by their
+caller's deadline), so a point read (GetTask) always finds a reader free; `ping` has a thread and connection
+of its own and so never waits behind reads. The task writes are in sqlite_writes, the reads in sqlite_reads,
+push-notification configs in sqlite_push and the schema in sqlite_schema.
 
 With synchronous=NORMAL in WAL mode a committed write survives the process being killed, not a power cut.
 
@@ -58,19 +61,34 @@ _Run: TypeAlias = Callable[[sqlite3.Connection, Any], object]
 _Job: TypeAlias = tuple[_Run, Any, asyncio.Future[Any]]
 _Outcome: TypeAlias = tuple[asyncio.Future[Any], BaseException | None, object]
 _STOP: Final = None
+# Reader threads, each with its connection; listings use at most HEAVY_READS of them at once. Two listings
+# keep two cores busy (SQLite steps without the GIL), more would only queue on the same cores; the third
+# reader is the point reads' own.
+READERS: Final = 3
+HEAVY_READS: Final = READERS - 1
 
 
 @dataclass(slots=True)
 class _Threads:
-    """What exists while the store is open: the writer thread and its queue, the reader thread."""
+    """What exists while the store is open: the writer thread and its queue, the reader threads with their
+    idle connections, the listings' bound, and the readiness check's thread."""
 
     loop: asyncio.AbstractEventLoop
     lock: FileLock
-    reader: concurrent.futures.ThreadPoolExecutor
+    reader: concurrent.futures.ThreadPoolExecutor = field(
+        default_factory=lambda: concurrent.futures.ThreadPoolExecutor(READERS, "sqlite-store-reader")
+    )
+    pinger: concurrent.futures.ThreadPoolExecutor = field(
+        default_factory=lambda: concurrent.futures.ThreadPoolExecutor(1, "sqlite-store-ping")
+    )
+    heavy_reads: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(HEAVY_READS))
+    # One connection per reader thread, so a read always finds one idle here; and the readiness check's own.
+    idle: queue.SimpleQueue[sqlite3.Connection] = field(default_factory=queue.SimpleQueue)
     queue: queue.SimpleQueue[_Job | None] = field(default_factory=queue.SimpleQueue)
     ready: concurrent.futures.Future[None] = field(default_factory=concurrent.futures.Future)
     stopped: concurrent.futures.Future[None] = field(default_factory=concurrent.futures.Future)
-    reader_conn: sqlite3.Connection | None = None
+    connections: list[sqlite3.Connection] = field(default_factory=list)
+    ping_conn: sqlite3.Connection | None = None
 
 
 class SqliteStore:
@@ -90,15 +108,13 @@ class SqliteStore:
         if str(self.path) == ":memory:":
             raise StoreError("the SQLite store needs a file, not ':memory:' (the memory store is 'memory')")
         loop = asyncio.get_running_loop()
-        threads = _Threads(
-            loop, FileLock.take(self.path), concurrent.futures.ThreadPoolExecutor(1, "sqlite-store-reader")
-        )
+        threads = _Threads(loop, FileLock.take(self.path))
         writer = threading.Thread(target=self._writer_main, args=(threads,), name="sqlite-store-writer")
         writer.daemon = True
         writer.start()
         try:
             await asyncio.wrap_future(threads.ready)
-            threads.reader_conn = await loop.run_in_executor(threads.reader, _connect_reader, self.path)
+            await loop.run_in_executor(threads.pinger, _connect_readers, threads, self.path)
         except (sqlite3.Error, OSError, StoreError) as exc:
             await _shutdown(threads)
             raise StoreError(f"cannot open the task store {self.path}: {exc}") from exc
@@ -155,7 +171,7 @@ class SqliteStore:
 
     async def list_tasks(self, query: TaskQuery) -> TaskPage:
         cursor = decode_task_cursor(query.page_token) if query.page_token else None
-        return await self._read(reads.list_tasks, query, cursor)
+        return await self._heavy_read(reads.list_tasks, query, cursor)
 
     async def put_push_config(
         self, owner: str, config: a2a_pb2.TaskPushNotificationConfig, delivered: int | None = None
@@ -214,11 +230,29 @@ class SqliteStore:
         return future
 
     async def _read(self, fn: Callable[Concatenate[sqlite3.Connection, P], T], *args: P.args, **kwargs: P.kwargs) -> T:
-        threads = self._threads
-        if threads is None or threads.reader_conn is None:
+        """`fn` on a reader thread, in one read transaction."""
+        threads = self._open_threads()
+        return await asyncio.wrap_future(threads.reader.submit(_read_idle, threads.idle, _bound(fn, *args, **kwargs)))
+
+    async def _heavy_read(
+        self, fn: Callable[Concatenate[sqlite3.Connection, P], T], *args: P.args, **kwargs: P.kwargs
+    ) -> T:
+        """`_read` once one of the HEAVY_READS turns is free; the turn is held until the thread is done with
+        the read (a caller that gives up does not end the read)."""
+        threads = self._open_threads()
+        await threads.heavy_reads.acquire()
+        try:
+            running = threads.reader.submit(_read_idle, threads.idle, _bound(fn, *args, **kwargs))
+        except BaseException:
+            threads.heavy_reads.release()
+            raise
+        running.add_done_callback(functools.partial(_release_soon, threads))
+        return await asyncio.wrap_future(running)
+
+    def _open_threads(self) -> _Threads:
+        if self._threads is None:
             raise StoreError("the store is not open")
-        call = functools.partial(fn, threads.reader_conn, *args, **kwargs)
-        return await threads.loop.run_in_executor(threads.reader, reads.in_snapshot, threads.reader_conn, call)
+        return self._threads
 
     # -- writer thread ----------------------------------------------------------------------------
 
@@ -270,21 +304,52 @@ class SqliteStore:
         return outcomes
 
     async def ping(self) -> None:
-        """A cheap read on the reader thread (the schema's first row): StoreError when the file cannot be read."""
-        await self._read(_ping)
+        """A cheap read (the schema's first row) on a thread and connection no other read uses, so reads never
+        hold it up: StoreError when the file cannot be read or the writer thread has stopped."""
+        threads = self._threads
+        if threads is None or threads.ping_conn is None:
+            raise StoreError("the store is not open")
+        if threads.stopped.done():
+            raise StoreError("the store's writer thread has stopped")
+        await threads.loop.run_in_executor(threads.pinger, _ping, threads.ping_conn)
 
 
 def _ping(conn: sqlite3.Connection) -> None:
-    conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
+    try:
+        conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
+    except sqlite3.Error as exc:
+        raise as_store_error(exc) from exc
+
+
+def _bound(
+    fn: Callable[Concatenate[sqlite3.Connection, P], T], *args: P.args, **kwargs: P.kwargs
+) -> Callable[[sqlite3.Connection], T]:
+    def read(conn: sqlite3.Connection) -> T:
+        return fn(conn, *args, **kwargs)
+
+    return read
+
+
+def _read_idle(idle: queue.SimpleQueue[sqlite3.Connection], read: Callable[[sqlite3.Connection], T]) -> T:
+    """On a reader thread: `read` in one snapshot, on a connection no other thread is using."""
+    conn = idle.get_nowait()  # there are as many connections as reader threads
+    try:
+        return reads.in_snapshot(conn, functools.partial(read, conn))
+    finally:
+        idle.put(conn)
+
+
+def _release_soon(threads: _Threads, _: concurrent.futures.Future[Any]) -> None:
+    with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits for a turn any more
+        threads.loop.call_soon_threadsafe(threads.heavy_reads.release)
 
 
 async def _shutdown(threads: _Threads) -> None:
     if not threads.stopped.done():
         threads.queue.put(_STOP)  # queued after every pending write, which all commit first
         await asyncio.wrap_future(threads.stopped)
-    if threads.reader_conn is not None:
-        await threads.loop.run_in_executor(threads.reader, threads.reader_conn.close)
-    threads.reader.shutdown(wait=False)
+    await threads.loop.run_in_executor(threads.pinger, _close_readers, threads)
+    threads.pinger.shutdown(wait=False)
     threads.lock.release()
 
 
@@ -362,3 +427,20 @@ def _connect_reader(path: Path) -> sqlite3.Connection:
     conn.execute("PRAGMA query_only = ON")
     conn.execute("PRAGMA busy_timeout = 5000")
     return conn
+
+
+def _connect_readers(threads: _Threads, path: Path) -> None:
+    """The readiness check's connection, then one for each reader thread."""
+    threads.ping_conn = _connect_reader(path)
+    threads.connections.append(threads.ping_conn)
+    for _ in range(READERS):
+        conn = _connect_reader(path)
+        threads.connections.append(conn)
+        threads.idle.put(conn)
+
+
+def _close_readers(threads: _Threads) -> None:
+    """Wait for the reads under way, then close every reader connection."""
+    threads.reader.shutdown(wait=True)
+    for conn in threads.connections:
+        conn.close()

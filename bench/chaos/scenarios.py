@@ -5,9 +5,9 @@ on as `a2a-grpc serve` has it by default. The features that touch a call's end o
 switched on in turn: the text access log on SQLite; the JSON access log on SQLite with /metrics scraped
 throughout and tracing on; authentication (bearer token, API key, JWT, and a share of bad credentials of
 each kind) with rate and stream limits, and floods of calls to unknown methods (bench.chaos.flood); push
-delivery to a misbehaving webhook; tasks grown until their history is full (bench.chaos.growth); two replicas on
-PostgreSQL with a replica killed, a replica stopped for three lease periods, and PostgreSQL itself stopped for a
-while.
+delivery to a misbehaving webhook; tasks grown until their history is full (bench.chaos.growth); heavy listings
+flooding a filled store (bench.chaos.readload); two replicas on PostgreSQL with a replica killed, a replica
+stopped for three lease periods, and PostgreSQL itself stopped for a while.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import jwt
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from bench.chaos import growth
+from bench.chaos import growth, readload
 from bench.chaos.flood import LIMITED_FLOOD_OPERATIONS
 from bench.chaos.ledger import Caller
 from bench.chaos.legacy import LEGACY_OPERATIONS
@@ -115,5 +115,6 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("auth+limits", _authenticated, operations=BOTH_FACES + LIMITED_FLOOD_OPERATIONS),
     Scenario("push", _push, push=True),
     Scenario("history-growth", growth.setup, operations=growth.GROWTH_OPERATIONS),
+    Scenario("read-load", readload.setup, operations=readload.READ_LOAD_OPERATIONS),
     Scenario("replicas", _replicas, store="postgres", replicas=2, faults=(KILL, STOP, POSTGRES_DOWN)),
 )
