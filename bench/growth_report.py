@@ -4,6 +4,7 @@ per store). matplotlib is the `bench` extra, imported only to draw."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -69,7 +70,8 @@ def plot(records: Iterable[Record], path: Path) -> None:
 
     grouped = {store: _measured(runs) for store, runs in _by_store(records).items()}
     grouped = {store: runs for store, runs in grouped.items() if runs}
-    figure, axes = plt.subplots(1, max(len(grouped), 1), figsize=(4.2 * max(len(grouped), 1), 3.6), squeeze=False)
+    panels = max(len(grouped), 1)
+    figure, axes = plt.subplots(1, panels, figsize=(4.2 * panels, 3.6), squeeze=False, sharey=True)
     for axis, (store, runs) in zip(axes[0], grouped.items(), strict=False):
         sizes = [r["tasks"] for r in runs]
         for measure in MEASURES:
@@ -79,7 +81,7 @@ def plot(records: Iterable[Record], path: Path) -> None:
         axis.set_xticks(sizes, [_short(size) for size in sizes])
         axis.xaxis.set_minor_formatter(NullFormatter())
         axis.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
-        axis.yaxis.set_minor_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+        axis.yaxis.set_minor_formatter(FuncFormatter(_minor_label))
         axis.set_title(STORE_NAMES[store], fontsize=10)
         axis.set_xlabel("stored tasks", fontsize=9)
         axis.grid(True, which="both", linewidth=0.3)
@@ -90,6 +92,11 @@ def plot(records: Iterable[Record], path: Path) -> None:
     figure.tight_layout(rect=(0, 0.07, 1, 1))
     figure.savefig(path, dpi=80)
     plt.close(figure)
+
+
+def _minor_label(value: float, _: object) -> str:
+    """2 and 5 of each decade labelled, the other minor ticks not."""
+    return f"{value:g}" if value > 0 and round(value / 10 ** math.floor(math.log10(value))) in (2, 5) else ""
 
 
 def _short(size: int) -> str:
