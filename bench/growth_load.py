@@ -12,9 +12,10 @@ A SQLite or PostgreSQL store is filled with `TaskStore.apply` (version-1 writes 
 writes queued at once, which each store commits as one transaction (group commit): the schema stays the
 store's own. The loaded store is cached under the cache directory, keyed by the store's schema version, the
 plan's version and the size: a SQLite file (each run measures a copy, since a server may write to it at
-start), or a PostgreSQL dump (`pg_dump -Fc`) restored into a fresh database. A cached store older than
-CACHE_MAX_AGE_SECONDS is loaded again, before the server's default --task-retention (a week) would start
-removing its tasks.
+start), or a PostgreSQL dump (`pg_dump -Fc`) restored into a fresh database; a PostgreSQL database, loaded
+or restored, is ANALYZEd before the server starts, as autovacuum keeps one in use. A cached store older
+than CACHE_MAX_AGE_SECONDS is loaded again, before the server's default --task-retention (a week) would
+start removing its tasks.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.store import TaskWrite, open_store
 from a2a_grpc.store.postgres_schema import SCHEMA_VERSION as POSTGRES_SCHEMA
 from a2a_grpc.store.sqlite_schema import SCHEMA_VERSION as SQLITE_SCHEMA
-from bench.pg_cluster import find_bindir
+from bench.pg_cluster import execute, find_bindir
 
 PLAN_VERSION = 1  # bump when the plan's tasks change: cached stores of an older plan are loaded again
 PLAN_SPAN_SECONDS = 2 * 86_400.0
@@ -153,8 +154,10 @@ def postgres_store(cache_dir: Path, database_url: str, size: int) -> Loaded:
     bindir = find_bindir()
     if bindir is not None and _fresh(cached):
         _run([str(bindir / "pg_restore"), "--no-owner", "--exit-on-error", "-d", database_url, str(cached)])
+        asyncio.run(execute(database_url, "ANALYZE"))
         return Loaded(database_url, None)
     load_seconds = asyncio.run(load(database_url, plan(size, _now_us())))
+    asyncio.run(execute(database_url, "ANALYZE"))
     if bindir is not None:
         cache_dir.mkdir(parents=True, exist_ok=True)
         building = cached.with_suffix(".loading")
