@@ -9,8 +9,11 @@ server owns task state, ordering and persistence: the agent never builds or stor
 from __future__ import annotations
 
 import asyncio
+import functools
+import inspect
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
+from urllib.parse import quote
 
 from google.protobuf import json_format
 
@@ -36,10 +39,28 @@ class ExtensionNotActiveError(ValueError):
     """Extension data was attached for an extension the caller did not activate."""
 
 
+class AgentContractError(TypeError, ValueError):
+    """An agent the server cannot call as an `AgentExecutor` (an `execute` that is not `async def`, say):
+    refused when the server is made, rather than failing each call. A ValueError too, as a bad setting."""
+
+
 class RequestContext:
     """What the agent is asked to do: the incoming message, its task, and the negotiated call."""
 
-    __slots__ = ("_agent_call", "_call", "_cancel_requested", "_task", "_view", "message", "request_metadata")
+    __slots__ = (
+        "_agent_call",
+        "_call",
+        "_cancel_requested",
+        "_copied_at",
+        "_copied_from",
+        "_copy",
+        "_task",
+        "_view",
+        "message",
+        "request_metadata",
+    )
+    _copied_from: a2a_pb2.Task  # set with `_copy`: the live task it copies, at its change `_copied_at`
+    _copied_at: int
 
     def __init__(
         self,
@@ -57,6 +78,7 @@ class RequestContext:
         self._agent_call: CallContext | None = None
         self.request_metadata = request_metadata  # the SendMessageRequest.metadata Struct, if any
         self._cancel_requested: asyncio.Event | None = None  # made when first needed: most calls never are
+        self._copy: a2a_pb2.Task | None = None  # what `task` gave, made when the agent first reads it
 
     @property
     def call(self) -> CallContext:
@@ -69,17 +91,40 @@ class RequestContext:
 
     @property
     def task(self) -> a2a_pb2.Task:
-        """Read-only for the agent: the server keeps it current (read it afresh rather than keep it)."""
+        """A copy of the task as it stands at this read: the agent may read it (or even change it, which
+        changes nothing the server keeps); the task itself changes only through what the agent publishes.
+        A read after the task changed (the agent published, say) copies it again; reads in between share
+        one copy. An agent that never reads it costs no copy."""
+        live, changes = self._live_task()
+        copy = self._copy
+        if copy is None or self._copied_from is not live or self._copied_at != changes:
+            copy = self._copy = a2a_pb2.Task()
+            copy.CopyFrom(live)
+            self._copied_from, self._copied_at = live, changes
+        return copy
+
+    def _live_task(self) -> tuple[a2a_pb2.Task, int]:
+        """The task the server keeps, and how many changes it has seen (a task given as such never changes)."""
         task = self._task
-        return task if isinstance(task, a2a_pb2.Task) else task.task
+        return (task, 0) if isinstance(task, a2a_pb2.Task) else (task.task, task.seq)
 
     @property
     def task_id(self) -> str:
-        return self.task.id
+        return self._live_task()[0].id
 
     @property
     def context_id(self) -> str:
-        return self.task.context_id
+        return self._live_task()[0].context_id
+
+    @property
+    def conversation_key(self) -> str:
+        """A key for what the agent keeps of a conversation: the caller, the tenant and the context id, each
+        percent-encoded and joined with "/" (no two such triples share a key). Key memory by it, not by
+        `context_id` alone: a caller may send its message into any context id, another caller's too (the
+        tasks stay apart; an agent's memory keyed by context id would not). The same for every message of
+        one caller in one context; on an open server every caller is anonymous ("") and shares it."""
+        call = self._call
+        return "/".join(quote(part, safe="") for part in (call.principal, call.tenant, self.context_id))
 
     @property
     def caller(self) -> str:
@@ -120,7 +165,9 @@ class RequestContext:
         """The text parts of the incoming message, joined with newlines."""
         return "\n".join(part.text for part in self.message.parts if part.HasField("text"))
 
-    def extension_active(self, uri: str) -> bool:
+    def extension_active(self, extension: Extension | str) -> bool:
+        """Whether the caller activated the extension (named by its URI, or an `Extension`) on this call."""
+        uri, _ = _uri_and_key(extension)
         return uri in self._call.activated_extensions
 
     def extension_payload(self, extension: Extension | str) -> Any:
@@ -156,10 +203,14 @@ def _uri_and_key(extension: Extension | str) -> tuple[str, str]:
 
 
 class TaskHolder(Protocol):
-    """What keeps a task current while the server may swap it for a rebuilt copy (its live task)."""
+    """What keeps a task current while the server may swap it for a rebuilt copy (its live task), and
+    counts its changes (`seq`: one more for each event of the task)."""
 
     @property
     def task(self) -> a2a_pb2.Task: ...
+
+    @property
+    def seq(self) -> int: ...
 
 
 class TaskRecorder(Protocol):
@@ -262,7 +313,8 @@ class EventPublisher:
 
 
 class AgentExecutor(Protocol):
-    """An agent. `execute` runs once per accepted message; `cancel` when a client cancels the task.
+    """An agent. `execute` runs once per accepted message; `cancel` when a client cancels the task. Both are
+    `async def`: the server refuses at start an agent whose `execute` or `cancel` is not (`check_agent`).
 
     `execute` should end with the task in a terminal state (complete, fail, reject), an interrupted one
     (input_required, auth_required), or a reply. If it returns without any, the server fails the task;
@@ -277,6 +329,41 @@ class AgentExecutor(Protocol):
     async def execute(self, context: RequestContext, events: EventPublisher) -> None: ...
 
     async def cancel(self, context: RequestContext, events: EventPublisher) -> None: ...
+
+
+def check_agent(agent: object, name: str | None = None) -> AgentExecutor:
+    """`agent`, if the server can call it: its `execute`, and its `cancel` when it has one, are coroutine
+    functions (`async def`; a bound method, a functools.partial of one, or an object whose `__call__` is
+    one). Else AgentContractError, naming the agent (`name`, or its class) and the method."""
+    shown = name or f"{type(agent).__module__}:{type(agent).__qualname__}"
+    for method in ("execute", "cancel"):
+        handler = getattr(agent, method, None)
+        if handler is None and method == "cancel":  # optional: CancelTask then cancels without asking the agent
+            continue
+        if handler is None:
+            raise AgentContractError(f"{shown} is not an agent: it has no execute(context, events) method")
+        if not _makes_coroutines(handler):
+            raise AgentContractError(
+                f"agent {shown}: its {method} is {_kind(handler)}, not a coroutine function "
+                f"(async def {method}(self, context, events))"
+            )
+    return cast(AgentExecutor, agent)
+
+
+def _makes_coroutines(handler: object) -> bool:
+    if inspect.iscoroutinefunction(handler):  # an async def function or method, or a partial of one
+        return True
+    while isinstance(handler, functools.partial):
+        handler = handler.func
+    if inspect.isroutine(handler) or isinstance(handler, type) or not callable(handler):
+        return False
+    return inspect.iscoroutinefunction(type(handler).__call__)
+
+
+def _kind(handler: object) -> str:
+    if inspect.isasyncgenfunction(handler):
+        return "an async generator function"
+    return "a synchronous callable" if callable(handler) else f"a {type(handler).__name__}, not callable"
 
 
 def declared_extensions(agent: AgentExecutor) -> list[Extension]:

@@ -4,9 +4,10 @@ The rule this module keeps: a grpc.aio servicer context is touched only while it
 its end. Once a handler or a stream has seen cancellation (CancelledError, GeneratorExit: the client went
 away, its deadline passed, its channel closed) grpc core may already have freed what the context points
 into, and `context.peer()` there is a use-after-free that kills the process with SIGSEGV (grpc/grpc pull
-request 29927, closed unmerged). So the chain reads the peer, the request headers and the deadline here,
-before anything else runs, and whatever runs at a call's end (the access log, metrics, spans, the release
-of a stream slot, an agent asking for the time left) reads this record, never the context. In an `except`
+request 29927, closed unmerged). So the chain reads the peer (the caller's own, also behind
+a2a_grpc.connection_front), the request headers and the deadline here, before anything else runs, and whatever
+runs at a call's end (the access log, metrics, spans, the release of a stream slot, an agent asking for the time
+left) reads this record, never the context. In an `except`
 or `finally` block, or after a stream's last `yield`, the grpc context is out of bounds.
 """
 
@@ -17,6 +18,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from a2a_grpc.connection_front import PEERS as FRONT_PEERS
 from a2a_grpc.errors import Metadata
 
 # What a handler or stream sees when its call is over before it answered: the grpc context is then out of bounds.
@@ -48,7 +50,8 @@ class Arrival:
     def of(cls, context: Any) -> Arrival:
         remaining = context.time_remaining()
         deadline = None if remaining is None else time.monotonic() + remaining
-        return cls(str(context.peer() or ""), context.invocation_metadata() or (), deadline)
+        peer = str(context.peer() or "")
+        return cls(FRONT_PEERS.get(peer, peer), context.invocation_metadata() or (), deadline)
 
     def time_remaining(self) -> float | None:
         """Seconds left before the client's deadline (0 once it passed), None when it set none."""

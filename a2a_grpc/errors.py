@@ -26,6 +26,8 @@ import grpc
 from google.protobuf import any_pb2, duration_pb2
 from google.rpc import error_details_pb2, status_pb2
 
+from a2a_grpc.escaping import escaped
+
 # ErrorInfo domains: the spec's for the A2A-specific errors it defines (§3.3.2, §5.4, §10.6), ours for every
 # other reason. The client decides by reason whatever the domain: earlier versions sent ours in the spec's.
 ERROR_DOMAIN = "a2a-protocol.org"
@@ -347,7 +349,7 @@ def status_trailers(error: A2AError, extra: Metadata = ()) -> tuple[tuple[str, s
     """
     status = status_pb2.Status(code=error.code.value[0], message=status_message(error))
     if error.reason or error.metadata:
-        metadata = {_clip(key, MAX_TEXT_BYTES): _clip(value, MAX_TEXT_BYTES) for key, value in error.metadata.items()}
+        metadata = {_shown(key, MAX_TEXT_BYTES): _shown(value, MAX_TEXT_BYTES) for key, value in error.metadata.items()}
         info = error_details_pb2.ErrorInfo(reason=error.reason, domain=error.domain, metadata=metadata)
         status.details.append(_pack(info))
     if error.violations:
@@ -368,8 +370,9 @@ def retry_nanoseconds(seconds: float) -> int:
 
 
 def status_message(error: A2AError) -> str:
-    """The status message that carries `error`: its message, cut to MAX_MESSAGE_BYTES."""
-    return _clip(error.message, MAX_MESSAGE_BYTES)
+    """The status message that carries `error`: its message, escaped (a2a_grpc.escaping) and cut to
+    MAX_MESSAGE_BYTES."""
+    return _shown(error.message, MAX_MESSAGE_BYTES)
 
 
 def _bad_request(violations: Sequence[tuple[str, str]]) -> error_details_pb2.BadRequest:
@@ -377,7 +380,7 @@ def _bad_request(violations: Sequence[tuple[str, str]]) -> error_details_pb2.Bad
     listed: list[error_details_pb2.BadRequest.FieldViolation] = []
     size = 0
     for field, description in violations[:MAX_VIOLATIONS]:
-        field, description = _clip(field, MAX_TEXT_BYTES), _clip(description, MAX_TEXT_BYTES)
+        field, description = _shown(field, MAX_TEXT_BYTES), _shown(description, MAX_TEXT_BYTES)
         size += len(field.encode()) + len(description.encode())
         if size > MAX_VIOLATION_BYTES:
             break
@@ -386,6 +389,12 @@ def _bad_request(violations: Sequence[tuple[str, str]]) -> error_details_pb2.Bad
         more = f"and {len(violations) - len(listed):,} more violations"
         listed.append(error_details_pb2.BadRequest.FieldViolation(description=more))
     return error_details_pb2.BadRequest(field_violations=listed)
+
+
+def _shown(text: str, limit: int) -> str:
+    """`text` as a caller is shown it: escaped, since much of what an error says the caller chose (a method
+    path, a task id, a header), and cut to `limit` bytes."""
+    return _clip(escaped(text), limit)
 
 
 def _clip(text: str, limit: int) -> str:

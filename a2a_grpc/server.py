@@ -21,13 +21,15 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.aiohttp import make_aiohttp_handler
 
 from a2a_grpc import resume
-from a2a_grpc.agent import AgentExecutor, declared_extensions
+from a2a_grpc.agent import AgentExecutor, check_agent, declared_extensions
 from a2a_grpc.agents.echo import EchoAgent
 from a2a_grpc.auth import AuthSettings, Verifiers, secure_cards
 from a2a_grpc.auth.card_security import API_KEY, kind_of
 from a2a_grpc.card import GRPC_BINDING, CardError, complete_card, load_card, register_card_extensions
 from a2a_grpc.card_http import CACHE_CONTROL, CardDocument
 from a2a_grpc.card_signing import CardSigner, check_signed_as_served
+from a2a_grpc.connection_front import INNER_HOST, ConnectionFront
+from a2a_grpc.connections import connection_options, default_max_connections
 from a2a_grpc.extensions import ExtensionRegistry
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.http_guard import ConnectionGuard
@@ -134,6 +136,15 @@ class ServerSettings:
     # send a request's head (from its opening, or its last response; idle keep-alive ones close after as long).
     http_max_connections: int = 512
     http_head_seconds: float = 10.0
+    # The gRPC port (a2a_grpc.connections): connections open at most (0: half of what the open-file limit leaves
+    # after the HTTP port's, at least a quarter of it), the seconds a connection has to finish its handshake, and
+    # those without a call it may stay open (0: for ever).
+    max_connections: int = defaults.MAX_CONNECTIONS
+    max_connections_per_address: int = (
+        defaults.MAX_CONNECTIONS_PER_ADDRESS
+    )  # 0: no cap per address (a2a_grpc.connection_front accepts for grpc)
+    handshake_seconds: float = defaults.HANDSHAKE_SECONDS
+    connection_idle_seconds: float = defaults.CONNECTION_IDLE_SECONDS
     readiness_interval_seconds: float = 2.0
     readiness_timeout_seconds: float = 3.0
     # TLS on both ports (a2a_grpc.tls), reloaded by reload_certificates(): the PEM certificate chain and its
@@ -147,16 +158,14 @@ def load_agent(spec: str | None) -> AgentExecutor:
     """The agent named `MODULE:ATTR`: a class or factory (called with no arguments) or an instance."""
     if spec is None:
         return EchoAgent()
-    agent = load_object(spec, "--agent", "agent", lambda target: hasattr(target, "execute"))
-    if not hasattr(agent, "execute"):
-        raise ValueError(f"{spec} is not an agent: it has no execute(context, events) method")
+    agent = check_agent(load_object(spec, "--agent", "agent", lambda target: hasattr(target, "execute")), spec)
     if not callable(getattr(agent, "cancel", None)):
         log.warning(
             "agent %s has no cancel(context, events) method: CancelTask interrupts its execute() and marks "
             "the task canceled without asking it",
             spec,
         )
-    return agent  # type: ignore[no-any-return]
+    return agent
 
 
 def _serving_cards(
@@ -233,7 +242,7 @@ class A2AServer:
             raise ValueError(f"the HTTP listen address takes HOST:PORT, got {settings.http_listen!r}")
         # TracingUnavailable (an ImportError) without the otel extra
         self.tracing = load_tracing(tracer_provider) if settings.tracing else None
-        self.agent = agent if agent is not None else load_agent(settings.agent)
+        self.agent = check_agent(agent) if agent is not None else load_agent(settings.agent)
         self.interceptors = [
             *(checked_interceptor(given, repr(given)) for given in interceptors),
             *(load_interceptor(spec) for spec in settings.interceptors),
@@ -298,6 +307,7 @@ class A2AServer:
         self._http: web.AppRunner | None = None
         self._http_server: asyncio.Server | None = None
         self._card_document: CardDocument | None = None  # what the HTTP port serves, made once the card is signed
+        self._front: ConnectionFront | None = None  # accepting for grpc, with --max-connections-per-address
 
     def _push_service(self) -> PushService:
         claimer = getattr(self.store, "replica_id", "") or new_id()  # replicas claim webhooks as themselves
@@ -325,6 +335,10 @@ class A2AServer:
         settings = self.settings
         self._access_log = AccessLog() if settings.access_log else None
         quiet_grpc_client_logs()
+        others = settings.http_max_connections if settings.http_listen else 0
+        per_address = settings.max_connections_per_address
+        max_connections = settings.max_connections or default_max_connections(others, 3 if per_address else 1)
+        front = ConnectionFront(per_address=per_address, max_connections=max_connections) if per_address else None
         server = grpc.aio.server(
             options=[
                 ("grpc.max_receive_message_length", settings.max_message_bytes),
@@ -334,6 +348,7 @@ class A2AServer:
                 ("grpc.max_metadata_size", settings.max_metadata_bytes),
                 ("grpc.absolute_max_metadata_size", settings.max_metadata_bytes),
                 ("grpc.so_reuseport", int(settings.worker_mode)),
+                *connection_options(max_connections, settings.handshake_seconds, settings.connection_idle_seconds),
             ],
         )
         undo.push_async_callback(server.stop, 0)
@@ -349,8 +364,9 @@ class A2AServer:
             max_answer_bytes=self.task_limits.max_answer_bytes,
         )
         faces = [(V10_FACE, servicer), *([(V03_FACE, V03Servicer(servicer))] if self._serves_v03 else [])]
-        for face, face_servicer in faces:
-            handlers = self._chain(face).method_handlers(face_servicer)
+        chains = [self._chain(face) for face, _ in faces]
+        for (face, face_servicer), chain in zip(faces, chains, strict=True):
+            handlers = chain.method_handlers(face_servicer)
             name = face.service.full_name
             server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(name, handlers),))
             server.add_registered_method_handlers(name, handlers)
@@ -358,15 +374,21 @@ class A2AServer:
         health_pb2_grpc.add_HealthServicer_to_server(self.health, guarded)
         add_reflection((*(face.service.full_name for face, _ in faces), health.SERVICE_NAME), guarded)
         spoken = [(face.service.full_name, face.version) for face, _ in faces]
-        server.add_generic_rpc_handlers((UnknownMethods(spoken, self._access_log, self.metrics),))
+        server.add_generic_rpc_handlers(
+            (UnknownMethods(spoken, self._access_log, self.metrics, chains[0].admit_caller),)
+        )
         if not settings.worker_mode:  # a worker's port is held by its parent, which checked it
             _check_not_in_use(settings.listen)
+        listen = f"{INNER_HOST}:0" if front is not None else settings.listen  # behind the front: on loopback
         try:
             if self.tls is None:
-                self.port = server.add_insecure_port(settings.listen)
+                self.port = server.add_insecure_port(listen)
             else:
-                self.port = server.add_secure_port(settings.listen, self.tls.grpc_credentials())
-        except RuntimeError:  # grpcio raises it when nothing could be bound (address in use, bad address)
+                self.port = server.add_secure_port(listen, self.tls.grpc_credentials())
+            if front is not None:
+                self._front = front  # closed by _shutdown, should the start fail from here on
+                inner_port, self.port = self.port, await front.bind(settings.listen, reuse_port=settings.worker_mode)
+        except (RuntimeError, OSError):  # grpcio raises RuntimeError when nothing could be bound
             self.port = 0
         if self.port == 0:
             raise OSError(f"cannot listen on {settings.listen}: address in use or not valid")
@@ -385,6 +407,8 @@ class A2AServer:
         await self.health.set(LIVENESS_SERVICE, SERVING)
         await server.start()
         self._server = server
+        if front is not None:
+            await front.start(inner_port)
         if self._http_server is not None:
             self._card_document = CardDocument.of(self.card, with_v03=self._serves_v03)
             await self._http_server.start_serving()
@@ -589,6 +613,8 @@ class A2AServer:
     async def _shutdown(self, server: grpc.aio.Server, grace: float) -> int:
         """`stop` without its log lines; returns how many running tasks were failed."""
         self._accepting = False
+        if self._front is not None:
+            self._front.close()
         watch, self._store_watch = self._store_watch, None
         if watch is not None:
             watch.cancel()

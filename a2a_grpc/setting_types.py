@@ -96,6 +96,11 @@ def grace_seconds(text: str) -> float:
     return seconds_below(text, 86_400, zero=True)
 
 
+def seconds_or_never(text: str) -> float:
+    """Seconds up to a day, or 0 for never."""
+    return seconds_below(text, 86_400, zero=True)
+
+
 def rate(text: str) -> float:
     value = _number(text)
     if not (value == 0 or MIN_RATE <= value < MAX_RATE):

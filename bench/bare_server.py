@@ -7,7 +7,8 @@ installed. `python -m bench.bare_server` prints READY_PREFIX + port and serves u
 With `--asks` (send.bare-asks), SendMessage also asks of gRPC what our interceptor chain asks on every call:
 the request's metadata, the peer and the deadline, and it sets the trailers that echo an activated extension;
 its answer is the same prebuilt Task, encoded once. What it costs beside send.bare is the part of our servers'
-cost that is gRPC's own work for those asks, not our code.
+cost that is gRPC's own work for those asks, not our code. With `--front` (send.bare-front), calls reach it
+through a2a_grpc.connection_front, what `--max-connections-per-address` puts in front of grpc.
 
 With `--interceptor` (send.bare.interceptor), the server has our standard A2AServerInterceptor, declaring the
 bench's extension as required: what that interceptor costs a servicer of one's own.
@@ -25,6 +26,7 @@ import grpc
 from google.protobuf import timestamp_pb2
 
 from a2a_grpc.cli import run_async
+from a2a_grpc.connection_front import ConnectionFront
 from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
 from a2a_grpc.interceptors.server import A2AServerInterceptor
 from a2a_grpc.protocol import EXTENSIONS_HEADER
@@ -33,6 +35,7 @@ from bench.protocol import BENCH_EXTENSION_URI, CHUNKS, ECHO_TEXT, chunk_text, s
 TaskState = a2a_pb2.TaskState
 TASK_ID = "0123456789abcdef0123456789abcdef"
 CONTEXT_ID = "fedcba9876543210fedcba9876543210"
+FRONT_PER_ADDRESS, FRONT_MAX_CONNECTIONS = 1_000, 100_000  # --front: caps the load never reaches
 
 
 def _status(state: int) -> a2a_pb2.TaskStatus:
@@ -108,22 +111,35 @@ class AskingServicer(BareServicer):
         return self._echo
 
 
-async def serve(asks: bool, intercepted: bool) -> int:
+async def serve(asks: bool, intercepted: bool = False, front: bool = False) -> int:
     interceptors = [A2AServerInterceptor(extensions=[(BENCH_EXTENSION_URI, True)])] if intercepted else []
     server = grpc.aio.server(interceptors=interceptors)
     servicer = AskingServicer() if asks else BareServicer()
     a2a_pb2_grpc.add_A2AServiceServicer_to_server(servicer, server)  # type: ignore[no-untyped-call]
     port = server.add_insecure_port("127.0.0.1:0")
     await server.start()
-    return await serve_until_signalled(port, lambda: server.stop(1.0))
+    if not front:
+        return await serve_until_signalled(port, lambda: server.stop(1.0))
+    relay = ConnectionFront(per_address=FRONT_PER_ADDRESS, max_connections=FRONT_MAX_CONNECTIONS)
+    front_port = await relay.bind("127.0.0.1:0", reuse_port=False)
+    await relay.start(port)
+
+    async def stop() -> None:
+        relay.close()
+        await server.stop(1.0)
+
+    return await serve_until_signalled(front_port, stop)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--asks", action="store_true", help="ask gRPC on every SendMessage what our chain asks")
     parser.add_argument("--interceptor", action="store_true", help="with the standard A2AServerInterceptor")
+    parser.add_argument(
+        "--front", action="store_true", help="serve through a2a_grpc.connection_front (a cap per address)"
+    )
     args = parser.parse_args()
-    return run_async(serve(args.asks, args.interceptor))
+    return run_async(serve(args.asks, args.interceptor, args.front))
 
 
 if __name__ == "__main__":

@@ -6,6 +6,8 @@ Case families (filter them with --cases, shell-style patterns):
                                                           (metadata, peer, deadline; the echo in the trailers)
   send.bare.interceptor                                   send.bare behind the standard A2AServerInterceptor, the
                                                           bench's extension required (and requested)
+  send.bare-front                                         send.bare behind a2a_grpc.connection_front: what the
+                                                          cap per address (its relay to grpc) costs
   send.memory.ext-headers                               ext, with unary calls echoing in headers too
   send.memory.v03{,-noext}                                send.memory.{ext,noext}'s settings, called on the A2A 0.3
                                                           face (a2a.v1.A2AService: no a2a-version, the extension
@@ -115,6 +117,7 @@ class Family:
     auth: str = ""  # "jwt": every call needs the run's JWT; "tls": the server speaks TLS; "": neither
     top_only: bool = False  # measured at the highest --concurrency only
     asks: bool = False  # the bare servicer asks gRPC what our chain asks (send.bare-asks; `extension` for its calls)
+    front: bool = False  # the bare servicer behind a2a_grpc.connection_front (--max-connections-per-address)
     face: str = V10  # the service a send family's calls go to: V10 (lf.a2a.v1) or V03 (a2a.v1, A2A 0.3)
     interceptor: bool = False  # the bare servicer behind the standard A2AServerInterceptor (send.bare.interceptor)
 
@@ -127,6 +130,7 @@ FAMILIES = (
     Family("send.bare", "send", "bare"),
     Family("send.bare-asks", "send", "bare", extension=True, asks=True),
     Family("send.bare.interceptor", "send", "bare", extension=True, interceptor=True),
+    Family("send.bare-front", "send", "bare", front=True),
     Family("send.sdk", "send", "sdk"),
     Family("send.memory.ext", "send", "ours", "memory", extension=True),
     Family("send.memory.noext", "send", "ours", "memory"),
@@ -306,7 +310,11 @@ class Bench:
     def _server_argv(self, family: Family, store: str = "memory") -> list[str]:
         agent = {"send": "echo", "memory": "echo", "replica": "ticks"}.get(family.kind, "chunks")
         if family.server == "bare":
-            flags = [*(["--asks"] if family.asks else []), *(["--interceptor"] if family.interceptor else [])]
+            flags = [
+                *(["--asks"] if family.asks else []),
+                *(["--interceptor"] if family.interceptor else []),
+                *(["--front"] if family.front else []),
+            ]
             return [sys.executable, "-m", "bench.bare_server", *flags]
         if family.server == "sdk":
             argv = [str(self._sdk_python()), "-m", "bench.sdk_server", "--agent", agent]

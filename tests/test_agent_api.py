@@ -3,18 +3,22 @@
 from __future__ import annotations
 
 import asyncio
+import functools
+import json
 import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import cast
 
 import grpc
 import pytest
-from conftest import V1, StartServer, send_request
+from conftest import BASE_CARD, V1, StartServer, send_request
 from rpc_helpers import Stub, make_stub, read_all
 
-from a2a_grpc.agent import EventPublisher, PublisherError, RequestContext
+from a2a_grpc.agent import AgentContractError, AgentExecutor, EventPublisher, PublisherError, RequestContext
 from a2a_grpc.errors import A2AError
 from a2a_grpc.generated import a2a_pb2
+from a2a_grpc.server import A2AServer, ServerSettings
 
 TaskState = a2a_pb2.TaskState
 
@@ -156,3 +160,91 @@ async def test_the_store_keeps_each_chunk_as_it_was_published(start_server: Star
         stored = await server.store.get_task(sent.task.id, "")
     assert stored is not None
     assert [part.text for part in stored.artifacts[0].parts] == ["one", "two"]
+
+
+# ---- finding 10: the agent contract, checked at start ---------------------------------------------
+
+
+async def _async_function(context: RequestContext, events: EventPublisher) -> None:
+    await events.complete()
+
+
+def _plain_function(context: RequestContext, events: EventPublisher) -> None:
+    return None
+
+
+class SyncExecuteAgent:
+    def execute(self, context: RequestContext, events: EventPublisher) -> None:
+        return None
+
+    async def cancel(self, context: RequestContext, events: EventPublisher) -> None:
+        await events.canceled()
+
+
+class SyncCancelAgent:
+    async def execute(self, context: RequestContext, events: EventPublisher) -> None:
+        await events.complete()
+
+    def cancel(self, context: RequestContext, events: EventPublisher) -> None:
+        return None
+
+
+class AsyncGeneratorAgent:
+    async def execute(self, context: RequestContext, events: EventPublisher) -> AsyncIterator[None]:
+        yield None
+
+
+class SyncCallable:
+    def __call__(self, context: RequestContext, events: EventPublisher) -> None:
+        return None
+
+
+class AsyncCallable:
+    async def __call__(self, context: RequestContext, events: EventPublisher) -> None:
+        await events.canceled()
+
+
+class AttributeAgent:
+    """An agent whose methods are attributes: functions, partials or callable objects."""
+
+    def __init__(self, execute: object, cancel: object) -> None:
+        self.execute = execute
+        self.cancel = cancel
+
+
+NOT_COROUTINES: dict[str, tuple[object, str]] = {
+    "a def execute": (SyncExecuteAgent(), "its execute is a synchronous callable"),
+    "a def cancel": (SyncCancelAgent(), "its cancel is a synchronous callable"),
+    "an async generator execute": (AsyncGeneratorAgent(), "its execute is an async generator function"),
+    "a partial of a def": (
+        AttributeAgent(functools.partial(_plain_function), AsyncCallable()),
+        "its execute is a synchronous callable",
+    ),
+    "a callable object with a def __call__": (
+        AttributeAgent(_async_function, SyncCallable()),
+        "its cancel is a synchronous callable",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(NOT_COROUTINES))
+def test_an_agent_whose_execute_or_cancel_is_not_a_coroutine_function_is_refused_at_start(
+    case: str, tmp_path: Path
+) -> None:
+    agent, says = NOT_COROUTINES[case]
+    card = tmp_path / "card.json"
+    card.write_text(json.dumps(BASE_CARD))
+    settings = ServerSettings(listen="127.0.0.1:0", http_listen="127.0.0.1:0", card_path=str(card), store_url="memory")
+    with pytest.raises(TypeError) as refused:
+        A2AServer(settings, cast(AgentExecutor, agent))
+    assert isinstance(refused.value, AgentContractError)
+    text = str(refused.value)
+    assert says in text and f":{type(agent).__qualname__}" in text and "\n" not in text, text
+
+
+async def test_partials_and_callable_objects_of_coroutine_functions_are_agents(start_server: StartServer) -> None:
+    agent = AttributeAgent(functools.partial(_async_function), AsyncCallable())
+    server = await start_server(agent=cast(AgentExecutor, agent))
+    async with grpc.aio.insecure_channel(server.grpc_target) as channel:
+        response = await make_stub(channel).SendMessage(send_request("hi"), metadata=V1)
+    assert response.task.status.state == TaskState.TASK_STATE_COMPLETED

@@ -44,6 +44,19 @@ def failing_agent(directory: Path) -> list[str]:
     return ["--agent", "failing_agent:Agent", "--app-dir", str(directory)]
 
 
+def synchronous_agent(method: str) -> Callable[[Path], list[str]]:
+    """An agent module whose `method` is a plain def, the other an async def (finding 10)."""
+
+    def write(directory: Path) -> list[str]:
+        sync, other = (method, "cancel") if method == "execute" else (method, "execute")
+        source = f"class Agent:\n    def {sync}(self, context, events): ...\n"
+        source += f"    async def {other}(self, context, events): ...\n"
+        (directory / "sync_agent.py").write_text(source)
+        return ["--agent", "sync_agent:Agent", "--app-dir", str(directory)]
+
+    return write
+
+
 BAD: dict[str, tuple[Callable[[Path], list[str]], str]] = {
     "log level": (flags("--log-level", "LOUD"), "--log-level"),
     "log level of 5 MB in the config file": (config_file(f'log_level = "{HUGE}"'), "log_level"),
@@ -58,6 +71,8 @@ BAD: dict[str, tuple[Callable[[Path], list[str]], str]] = {
     "a card nested 100,000 deep": (deep_card, "nests JSON deeper"),
     "an agent module with a syntax error": (broken_agent, "SyntaxError"),
     "an agent module that raises": (failing_agent, "RuntimeError: no database configured"),
+    "an agent whose execute is a def": (synchronous_agent("execute"), "sync_agent:Agent: its execute is"),
+    "an agent whose cancel is a def": (synchronous_agent("cancel"), "sync_agent:Agent: its cancel is"),
 }
 
 

@@ -171,6 +171,14 @@ def _context(*activated: str) -> RequestContext:
     return RequestContext(text_message("hi"), task, CallContext(activated_extensions=activated))
 
 
+def test_extension_active_takes_an_extension_as_its_siblings_do() -> None:
+    """Finding 10: extension_active answers for an `Extension` as for its URI, as extension_payload and
+    attach_extension_data do."""
+    context = _context(PRIORITY.uri)
+    assert context.extension_active(PRIORITY) and context.extension_active(PRIORITY.uri)
+    assert not context.extension_active(timestamp.EXTENSION) and not context.extension_active(timestamp.URI)
+
+
 def test_attaching_twice_lists_the_uri_once() -> None:
     context = _context(PRIORITY.uri)
     message = a2a_pb2.Message()

@@ -121,10 +121,12 @@ async def test_a_client_that_does_not_trust_the_servers_ca_is_refused(start_serv
         await fetch_agent_card(f"https://{server.http_target}", tls=ClientTLS(stranger.ca_file))
 
 
+@pytest.mark.parametrize("per_address", [0, 5], ids=["grpc accepts", "behind the per-address cap"])
 async def test_mutual_tls_admits_a_client_certificate_and_refuses_a_call_without_one(
-    start_server: StartServer, pki: Pki
+    start_server: StartServer, pki: Pki, per_address: int
 ) -> None:
-    server = await start_server(**tls_settings(pki.server("server-a"), client_ca=pki.ca_file))
+    settings = tls_settings(pki.server("server-a"), client_ca=pki.ca_file)
+    server = await start_server(**settings, max_connections_per_address=per_address)
     alice = pki.client("alice")
     mallory = Pki(pki.directory / "other", "other CA").client("mallory")
     async with A2AClient(server.grpc_target, tls_ca=pki.ca_file, tls_cert=alice.cert, tls_key=alice.key) as client:

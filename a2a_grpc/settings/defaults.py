@@ -36,6 +36,12 @@ MAX_ARTIFACT_BYTES_PER_TASK: Final = 64 * 1024 * 1024
 # (RESOURCE_EXHAUSTED, TASK_HISTORY_FULL), an agent's publish fails.
 MAX_HISTORY_BYTES_PER_TASK: Final = 64 * 1024 * 1024
 
+# Connections to the gRPC port (a2a_grpc.connections); 0 connections: half what the open-file limit leaves
+MAX_CONNECTIONS: Final = 0
+MAX_CONNECTIONS_PER_ADDRESS: Final = 0  # no cap per address
+HANDSHAKE_SECONDS: Final = 10.0  # grpc's own default is 120 s
+CONNECTION_IDLE_SECONDS: Final = 600.0
+
 # Store and replicas
 STORE_POOL_SIZE: Final = 10  # connections to a PostgreSQL store, per process
 LEASE_SECONDS: Final = 10.0  # a replica whose heartbeat is older has died

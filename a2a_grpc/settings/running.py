@@ -85,6 +85,52 @@ LIMIT_SETTINGS = (
         doc=f"streams open at once on one server process, all callers together; one more is {RESOURCE_EXHAUSTED}",
     ),
     Setting(
+        "max_connections",
+        field="max_connections",
+        default_value=defaults.MAX_CONNECTIONS,
+        convert=setting_types.count,
+        default_note="from the open-file limit",
+        help="connections the gRPC port keeps open at once, all addresses together; one more is closed as soon as "
+        "it is accepted; 0 for half of what the open-file limit (ulimit -n) leaves after the HTTP port's 512 "
+        "connections, at least a quarter of the limit",
+        doc="connections the gRPC port keeps open at once, all addresses together; one more is closed as soon as "
+        "it is accepted; `0` for half of what the open-file limit (`ulimit -n`) leaves after the HTTP port's 512 "
+        "connections, at least a quarter of it (1,024 files: 256 connections): see [Limits](#limits)",
+    ),
+    Setting(
+        "max_connections_per_address",
+        field="max_connections_per_address",
+        default_value=defaults.MAX_CONNECTIONS_PER_ADDRESS,
+        convert=setting_types.count,
+        default_note="no cap",
+        help="connections one address may hold open on the gRPC port; one more is closed as soon as it is "
+        "accepted; the server then accepts for grpc and relays to it on loopback; 0 for no cap",
+        doc="connections one address (the peer's IP) may hold open on the gRPC port; one more is closed as soon "
+        "as it is accepted. The server then accepts for grpc and relays each connection to it on loopback "
+        "(two more file descriptors a connection, no measurable cost per call); `0` for no cap: see "
+        "[Limits](#limits)",
+    ),
+    Setting(
+        "handshake_seconds",
+        field="handshake_seconds",
+        default_value=defaults.HANDSHAKE_SECONDS,
+        convert=setting_types.seconds,
+        help="seconds a gRPC connection has to finish its handshake (TLS, the HTTP/2 preface and SETTINGS) before "
+        "it is closed",
+        doc="seconds a gRPC connection has to finish its handshake (TLS, then the client's HTTP/2 preface and "
+        "SETTINGS) before it is closed",
+    ),
+    Setting(
+        "connection_idle_seconds",
+        field="connection_idle_seconds",
+        default_value=defaults.CONNECTION_IDLE_SECONDS,
+        convert=setting_types.seconds_or_never,
+        help="seconds a gRPC connection without a call stays open (then a GOAWAY closes it; clients reconnect); "
+        "0 for ever",
+        doc="seconds a gRPC connection without a call stays open; then a GOAWAY closes it, and clients open a new "
+        "one for their next call; `0` for ever",
+    ),
+    Setting(
         "max_parts",
         field="max_parts",
         default_value=defaults.MAX_PARTS,

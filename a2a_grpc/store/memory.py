@@ -52,6 +52,7 @@ from a2a_grpc.store.base import (
     check_kept,
     tasks_within,
 )
+from a2a_grpc.store.memory_listing import Listed, TaskListing
 
 
 def _done(loop: asyncio.AbstractEventLoop) -> asyncio.Future[None]:
@@ -90,6 +91,9 @@ class _Entry:
     def sort_key(self) -> tuple[int, str]:
         return self.ts_us, self.task.id
 
+    def listed(self) -> Listed:
+        return Listed(self.owner, self.context_id, self.state, self.sort_key())
+
 
 @dataclass(slots=True)
 class _Config:
@@ -111,7 +115,8 @@ class MemoryStore:
         self.max_tasks = max_tasks
         self.on_commit: CommitObserver | None = None
         self._tasks: dict[str, _Entry] = {}
-        self._by_owner: dict[str, dict[str, _Entry]] = {}
+        # A task that leaves the store leaves its listing too: `self._listing.discard(entry.listed())`.
+        self._listing = TaskListing()
         self._configs: dict[str, dict[str, _Config]] = {}  # task id -> config id -> config
         # Tasks with a config that may still be due (not caught up with a final task): what a sweep reads.
         self._open: set[str] = set()
@@ -142,8 +147,7 @@ class MemoryStore:
         entry.version = write.version
         if write.status is not None:
             compaction.set_status(entry, write.status)
-            entry.state = write.status.state
-            entry.ts_us = status_ts_us(write.status)
+            self._move(entry, write.status.state, status_ts_us(write.status))
             self._note_final(entry)
         entry.task.history.extend(write.history)
         if write.history_kept is not None and len(entry.task.history) > write.history_kept:
@@ -165,11 +169,18 @@ class MemoryStore:
         entry = _Entry(_copy(task), write.owner, task.context_id, 1, status.state, status_ts_us(status))
         self._log(entry, write.events)
         self._tasks[write.task_id] = entry
-        self._by_owner.setdefault(write.owner, {})[write.task_id] = entry
+        self._listing.add(entry.listed())
         self._note_final(entry)
         if write.push_config is not None:
             self._put_config(write.owner, write.push_config, 0)
         return _done(self._loop)
+
+    def _move(self, entry: _Entry, state: int, ts_us: int) -> None:
+        """Set the task's state and status time, and refile it in the listing when they changed."""
+        if (state, ts_us) != (entry.state, entry.ts_us):
+            self._listing.discard(entry.listed())
+            entry.state, entry.ts_us = state, ts_us
+            self._listing.add(entry.listed())
 
     def _log(self, entry: _Entry, events: list[TaskEvent]) -> None:
         """Append to the task's log; past its bound, drop the oldest events down to half of it."""
@@ -240,13 +251,10 @@ class MemoryStore:
         return removed
 
     def _remove(self, entry: _Entry) -> None:
-        """Delete a task and all it holds: its entry, its place in the owner's tasks, its push configs."""
+        """Delete a task and all it holds: its entry, its place in the listing, its push configs."""
         task_id = entry.task.id
         del self._tasks[task_id]
-        owned = self._by_owner[entry.owner]
-        del owned[task_id]
-        if not owned:
-            del self._by_owner[entry.owner]
+        self._listing.discard(entry.listed())
         self._configs.pop(task_id, None)
         self._open.discard(task_id)
 
@@ -255,11 +263,9 @@ class MemoryStore:
 
     async def list_tasks(self, query: TaskQuery) -> TaskPage:
         cursor = decode_task_cursor(query.page_token) if query.page_token else None
-        entries = [e for e in self._by_owner.get(query.owner, {}).values() if _matches(e, query)]
-        entries.sort(key=_Entry.sort_key, reverse=True)
-        total = len(entries)
-        if cursor is not None:
-            entries = [e for e in entries if e.sort_key() < cursor]
+        found = self._listing.after(query, cursor, query.page_size + 1)  # one more: whether a next page follows
+        entries = [self._tasks[task_id] for _, task_id in found.keys]
+        total = found.total
         sizes = tasks_within(
             (_stored_bytes(e.task, query.include_artifacts) for e in entries), query.page_size, query.max_bytes
         )
@@ -404,14 +410,6 @@ def _conflict(write: TaskWrite, entry: _Entry | None) -> VersionConflictError:
 
 def _event_seq(event: TaskEvent) -> int:
     return event.seq
-
-
-def _matches(entry: _Entry, query: TaskQuery) -> bool:
-    if query.context_id and entry.context_id != query.context_id:
-        return False
-    if query.state and entry.state != query.state:
-        return False
-    return query.status_after_us is None or entry.ts_us >= query.status_after_us
 
 
 def _stored_bytes(task: a2a_pb2.Task, include_artifacts: bool) -> int:

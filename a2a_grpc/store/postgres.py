@@ -53,8 +53,16 @@ from a2a_grpc.store.base import (
     tasks_within,
 )
 from a2a_grpc.store.postgres_common import as_store_error, has_nul, import_asyncpg, row_count, translated
+from a2a_grpc.store.postgres_counts import apply_changes, count_tasks
 from a2a_grpc.store.postgres_schema import RUNNING_SQL, TERMINAL_SQL, create_schema
-from a2a_grpc.store.postgres_writes import PreparedWrite, apply_write, chain_failed, merge_chunks, prepare
+from a2a_grpc.store.postgres_writes import (
+    PreparedWrite,
+    apply_write,
+    chain_failed,
+    commit_one_by_one,
+    merge_chunks,
+    prepare,
+)
 
 if TYPE_CHECKING:
     import asyncpg
@@ -339,13 +347,13 @@ class PostgresStore:
             async with pool.acquire() as conn:
                 try:
                     async with conn.transaction():
-                        for write in writes:
-                            await apply_write(conn, write)
+                        changes = [change for write in writes for change in await apply_write(conn, write)]
+                        await apply_changes(conn, changes)
                     errors: list[BaseException | None] = [None] * len(writes)
                 except Exception as exc:
                     if len(writes) == 1:
                         return [as_store_error(exc)]
-                    errors = await _commit_one_by_one(conn, writes)
+                    errors = await commit_one_by_one(conn, writes)
         except Exception as exc:  # the connection or the commit failed: so does every write of the batch
             error = as_store_error(exc, "commit failed")
             return [error] * len(writes)
@@ -367,21 +375,6 @@ async def _take_batch(queue: asyncio.Queue[_Job | None]) -> tuple[list[_Job], bo
     return jobs, True
 
 
-async def _commit_one_by_one(conn: asyncpg.Connection, writes: list[PreparedWrite]) -> list[BaseException | None]:
-    async with conn.transaction():
-        return [await _in_savepoint(conn, write) for write in writes]
-
-
-async def _in_savepoint(conn: asyncpg.Connection, write: PreparedWrite) -> BaseException | None:
-    try:
-        async with conn.transaction():  # nested: a savepoint
-            await apply_write(conn, write)
-    except Exception as exc:  # whatever went wrong, it fails this write only (and the writes that follow it)
-        chain_failed(write)
-        return as_store_error(exc)
-    return None
-
-
 def _resolve(futures: list[asyncio.Future[None]], errors: list[BaseException | None]) -> None:
     for future, error in zip(futures, errors, strict=True):
         if future.done():  # cancelled by the caller
@@ -397,7 +390,7 @@ def _resolve(futures: list[asyncio.Future[None]], errors: list[BaseException | N
 
 async def _list_tasks(conn: asyncpg.Connection, query: TaskQuery, cursor: tuple[int, str] | None) -> TaskPage:
     where, params = _task_filters(query)
-    total = int(await conn.fetchval(f"SELECT COUNT(*) FROM tasks t WHERE {where}", *params))
+    total = await count_tasks(conn, query, where, params)
     if cursor is not None:
         where += f" AND (t.status_ts_us, t.id) < (${len(params) + 1}, ${len(params) + 2})"
         params += cursor

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Final
 
 from a2a_grpc.store.postgres_common import row_count, translated
+from a2a_grpc.store.postgres_counts import uncount_removed
 from a2a_grpc.store.postgres_schema import RETENTION_LEASE, TERMINAL_SQL
 
 if TYPE_CHECKING:
@@ -33,7 +34,7 @@ _DELETE_HELD: Final = tuple(
     f"DELETE FROM {table} WHERE task_id = ANY($1::text[])"
     for table in ("task_events", "history", "artifact_chunks", "push_configs", "cancel_requests")
 )
-_DELETE_TASKS: Final = "DELETE FROM tasks WHERE id = ANY($1::text[])"
+_DELETE_TASKS: Final = "DELETE FROM tasks WHERE id = ANY($1::text[]) RETURNING owner, context_id, state"
 
 
 async def remove_final_tasks(pool: asyncpg.Pool, replica_id: str, cutoff_us: int, batch: int) -> int:
@@ -53,6 +54,9 @@ async def remove_final_tasks(pool: asyncpg.Pool, replica_id: str, cutoff_us: int
 
 
 async def delete_tasks(conn: asyncpg.Connection, task_ids: list[str]) -> None:
-    """Delete these tasks with their events, history, artifact chunks, push configs and cancel requests."""
-    for statement in (*_DELETE_HELD, _DELETE_TASKS):
+    """Delete these tasks with their events, history, artifact chunks, push configs and cancel requests, and
+    take them out of the task counts."""
+    for statement in _DELETE_HELD:
         await conn.execute(statement, task_ids)
+    removed = await conn.fetch(_DELETE_TASKS, task_ids)
+    await uncount_removed(conn, [(row["owner"], row["context_id"], row["state"]) for row in removed])

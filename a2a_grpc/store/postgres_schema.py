@@ -9,7 +9,11 @@ and its claim (`claimed_by`, `claimed_until`); configs stored before start at th
 Version 4 indexes final tasks by status time (`tasks_final`), for pruning their event logs. Version 5 marks
 the push configs caught up with a final task (`finished`) and indexes the others (`push_configs_open`), which
 are all the sweep for due notifications reads. Version 6 adds `leases`: the replica holding `task-retention`
-removes old final tasks. A database is migrated from its version one step at a time.
+removes old final tasks. Version 7 indexes each owner's tasks by state, newest first, overall and per context
+(`tasks_by_state`, `tasks_by_context_state`), for ListTasks' status filter, and keeps how many tasks each
+owner has in each state, overall and per context (`task_counts`, `context_counts`, counted once from the
+tasks when the database is migrated; a2a_grpc.store.postgres_counts keeps them). A database is migrated from
+its version one step at a time.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from a2a_grpc.store.base import StoreError
 if TYPE_CHECKING:
     import asyncpg
 
-SCHEMA_VERSION: Final = 6
+SCHEMA_VERSION: Final = 7
 # The key of the advisory lock that makes one replica at a time create or migrate the schema.
 SCHEMA_LOCK_KEY: Final = 0x613261_67727063
 # Written inline, not as a parameter, so that the planner matches the partial index `tasks_running`.
@@ -116,8 +120,30 @@ CREATE TABLE IF NOT EXISTS leases (
 );
 INSERT INTO leases (name, held_until) VALUES ('{RETENTION_LEASE}', '-infinity') ON CONFLICT (name) DO NOTHING;
 """
+_SCHEMA_V7: Final = """
+CREATE INDEX IF NOT EXISTS tasks_by_state ON tasks (owner, state, status_ts_us DESC, id DESC);
+CREATE INDEX IF NOT EXISTS tasks_by_context_state ON tasks (owner, context_id, state, status_ts_us DESC, id DESC);
+CREATE TABLE IF NOT EXISTS task_counts (
+    owner TEXT COLLATE "C" NOT NULL,
+    state INTEGER NOT NULL,
+    n BIGINT NOT NULL,
+    PRIMARY KEY (owner, state)
+);
+CREATE TABLE IF NOT EXISTS context_counts (
+    owner TEXT COLLATE "C" NOT NULL,
+    context_id TEXT COLLATE "C" NOT NULL,
+    state INTEGER NOT NULL,
+    n BIGINT NOT NULL,
+    PRIMARY KEY (owner, context_id, state)
+);
+DELETE FROM task_counts;
+DELETE FROM context_counts;
+INSERT INTO task_counts (owner, state, n) SELECT owner, state, COUNT(*) FROM tasks GROUP BY owner, state;
+INSERT INTO context_counts (owner, context_id, state, n)
+    SELECT owner, context_id, state, COUNT(*) FROM tasks GROUP BY owner, context_id, state;
+"""
 # _STEPS[n] takes a database from schema version n to n + 1 (0: a new database).
-_STEPS: Final = (_SCHEMA_V1, _SCHEMA_V2, _SCHEMA_V3, _SCHEMA_V4, _SCHEMA_V5, _SCHEMA_V6)
+_STEPS: Final = (_SCHEMA_V1, _SCHEMA_V2, _SCHEMA_V3, _SCHEMA_V4, _SCHEMA_V5, _SCHEMA_V6, _SCHEMA_V7)
 _LOCK_SCHEMA: Final = "SELECT pg_advisory_xact_lock($1)"
 _SCHEMA_VERSION: Final = "SELECT MAX(version) FROM schema_version"
 _SET_SCHEMA_VERSION: Final = f"DELETE FROM schema_version; INSERT INTO schema_version VALUES ({SCHEMA_VERSION})"

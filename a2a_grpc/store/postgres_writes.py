@@ -17,7 +17,8 @@ from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.protocol import RUNNING_STATES, TERMINAL_STATES
 from a2a_grpc.store._codec import now_us, status_ts_us
 from a2a_grpc.store.base import TaskWrite, VersionConflictError, WriteChain
-from a2a_grpc.store.postgres_common import has_nul, row_count
+from a2a_grpc.store.postgres_common import as_store_error, has_nul, row_count
+from a2a_grpc.store.postgres_counts import CountChange, apply_changes, moved
 from a2a_grpc.store.postgres_push import ConfigRow, config_row, put_config
 from a2a_grpc.store.postgres_schema import EVENTS_CHANNEL, RUNNING_SQL
 
@@ -32,9 +33,12 @@ _UPDATE_VERSION: Final = (
     "UPDATE tasks SET version = $3, seq = COALESCE($4::bigint, seq),"
     f" runner = CASE WHEN state IN {RUNNING_SQL} THEN $5::text END WHERE id = $1 AND version = $2"
 )
+# Returns the state the task leaves (read under the row's lock, as the version check is), for the counts.
 _UPDATE_STATUS: Final = (
-    "UPDATE tasks SET version = $3, seq = COALESCE($4::bigint, seq), runner = $5,"
-    " state = $6, status_ts_us = $7, status = $8 WHERE id = $1 AND version = $2"
+    "UPDATE tasks t SET version = $3, seq = COALESCE($4::bigint, t.seq), runner = $5,"
+    " state = $6, status_ts_us = $7, status = $8"
+    " FROM (SELECT state FROM tasks WHERE id = $1 FOR UPDATE) AS old WHERE t.id = $1 AND t.version = $2"
+    " RETURNING old.state, t.owner, t.context_id"
 )
 # Appends after the task's last row; the UPDATE before it holds the task's row lock, so no other
 # transaction appends to the same task in between.
@@ -154,17 +158,19 @@ def _add_chunks(prepared: PreparedWrite, chunks: Iterable[tuple[a2a_pb2.Artifact
         prepared.chunk_blobs.append(artifact.SerializeToString())
 
 
-async def apply_write(conn: asyncpg.Connection, write: PreparedWrite) -> None:
+async def apply_write(conn: asyncpg.Connection, write: PreparedWrite) -> list[CountChange]:
+    """Apply the write; returns the changes it makes to the task counts, which the batch applies before it
+    commits (`postgres_counts.apply_changes`)."""
     if write.chain is not None and write.chain.failed:
         raise VersionConflictError(
             f"task {write.task_id!r}: a write this one follows failed; write carries version {write.version}"
         )
     if write.version == 1:
-        await _insert_task(conn, write)
+        changes = await _insert_task(conn, write)
         if write.push_config is not None:
             await put_config(conn, write.push_config)
     else:
-        await _update_task(conn, write)
+        changes = await _update_task(conn, write)
     if write.history:
         await conn.execute(_APPEND_HISTORY, write.task_id, write.history)
         if write.history_kept is not None:
@@ -177,6 +183,7 @@ async def apply_write(conn: asyncpg.Connection, write: PreparedWrite) -> None:
         await conn.execute(_APPEND_EVENTS, write.task_id, *events, notice)
     if write.version > 1 and write.status is not None and write.status[0] in TERMINAL_STATES:
         await _compact_artifacts(conn, write.task_id)
+    return changes
 
 
 def chain_failed(write: PreparedWrite) -> None:
@@ -185,25 +192,49 @@ def chain_failed(write: PreparedWrite) -> None:
         write.chain.failed = True
 
 
-async def _insert_task(conn: asyncpg.Connection, write: PreparedWrite) -> None:
+async def commit_one_by_one(conn: asyncpg.Connection, writes: list[PreparedWrite]) -> list[BaseException | None]:
+    """Apply the writes in one transaction, each in a savepoint: a write that fails, fails alone."""
+    changes: list[CountChange] = []
+    async with conn.transaction():
+        errors = [await _in_savepoint(conn, write, changes) for write in writes]
+        await apply_changes(conn, changes)
+    return errors
+
+
+async def _in_savepoint(
+    conn: asyncpg.Connection, write: PreparedWrite, changes: list[CountChange]
+) -> BaseException | None:
+    """Apply the write in a savepoint; on success, add the changes it makes to the counts to `changes`."""
+    try:
+        async with conn.transaction():  # nested: a savepoint
+            made = await apply_write(conn, write)
+    except Exception as exc:  # whatever went wrong, it fails this write only (and the writes that follow it)
+        chain_failed(write)
+        return as_store_error(exc)
+    changes += made
+    return None
+
+
+async def _insert_task(conn: asyncpg.Connection, write: PreparedWrite) -> list[CountChange]:
     assert write.status is not None  # _prepare_create always sets it
     state, ts_us, blob = write.status
     row = (write.task_id, write.owner, write.context_id, state, ts_us, blob, write.metadata, write.created_us)
     if row_count(await conn.execute(_INSERT_TASK, *row, write.last_seq, write.runner)) != 1:
         raise VersionConflictError(f"task {write.task_id!r} already exists; write carries version 1")
+    return [(write.owner, write.context_id, state, 1)]
 
 
-async def _update_task(conn: asyncpg.Connection, write: PreparedWrite) -> None:
+async def _update_task(conn: asyncpg.Connection, write: PreparedWrite) -> list[CountChange]:
     key = (write.task_id, write.version - 1, write.version, write.last_seq)
     if write.status is None:
-        done = await conn.execute(_UPDATE_VERSION, *key, write.writer)
-    else:
-        done = await conn.execute(_UPDATE_STATUS, *key, write.runner, *write.status)
-    if row_count(done) != 1:
-        raise VersionConflictError(
-            f"task {write.task_id!r} is absent or not at version {write.version - 1}; "
-            f"write carries version {write.version}"
-        )
+        if row_count(await conn.execute(_UPDATE_VERSION, *key, write.writer)) == 1:
+            return []
+    elif (left := await conn.fetchrow(_UPDATE_STATUS, *key, write.runner, *write.status)) is not None:
+        old_state, owner, context_id = left
+        return moved(owner, context_id, old_state, write.status[0])
+    raise VersionConflictError(
+        f"task {write.task_id!r} is absent or not at version {write.version - 1}; write carries version {write.version}"
+    )
 
 
 async def _compact_artifacts(conn: asyncpg.Connection, task_id: str) -> None:

@@ -69,7 +69,7 @@ def running_tasks(conn: sqlite3.Connection) -> list[tuple[str, str]]:
 
 def list_tasks(conn: sqlite3.Connection, query: TaskQuery, cursor: tuple[int, str] | None) -> TaskPage:
     where, params = _task_filters(query)
-    total: int = conn.execute(f"SELECT COUNT(*) FROM tasks WHERE {where}", params).fetchone()[0]
+    total = count_tasks(conn, query, where, params)
     if cursor is not None:
         where += " AND (status_ts_us, id) < (?, ?)"
         params += cursor
@@ -83,6 +83,21 @@ def list_tasks(conn: sqlite3.Connection, query: TaskQuery, cursor: tuple[int, st
     token = encode_task_cursor(page[-1][5], page[-1][0]) if len(rows) > len(page) and page else ""
     tasks = [_load_task(conn, row[:6], query.include_artifacts) for row in page]
     return TaskPage(tasks=tasks, next_page_token=token, total_size=total, sizes=sizes)
+
+
+def count_tasks(conn: sqlite3.Connection, query: TaskQuery, where: str, params: list[object]) -> int:
+    """How many tasks match: the sum of the kept counts (a row per state at most), or, under a timestamp bound,
+    whose count no table keeps, a count over the matching range of an index."""
+    if query.status_after_us is not None:
+        return int(conn.execute(f"SELECT COUNT(*) FROM tasks WHERE {where}", params).fetchone()[0])
+    table, keys = (
+        ("context_counts", "owner = ? AND context_id = ?") if query.context_id else ("task_counts", "owner = ?")
+    )
+    args: list[object] = [query.owner, query.context_id] if query.context_id else [query.owner]
+    if query.state:
+        keys += " AND state = ?"
+        args.append(query.state)
+    return int(conn.execute(f"SELECT COALESCE(SUM(n), 0) FROM {table} WHERE {keys}", args).fetchone()[0])
 
 
 def _task_filters(query: TaskQuery) -> tuple[str, list[object]]:

@@ -13,7 +13,7 @@ from typing import Final
 from a2a_grpc.protocol import TERMINAL_STATES
 from a2a_grpc.store.base import StoreError
 
-SCHEMA_VERSION: Final = 5
+SCHEMA_VERSION: Final = 6
 # Written inline, the same in the index and in the queries, so that SQLite matches the partial index.
 TERMINAL_SQL: Final = f"({', '.join(str(int(state)) for state in sorted(TERMINAL_STATES))})"
 
@@ -34,6 +34,56 @@ _PUSH_CONFIGS_OPEN: Final = (
     "CREATE INDEX IF NOT EXISTS push_configs_open ON push_configs (task_id, config_id) WHERE finished = 0"
 )
 
+# What ListTasks reads besides tasks_by_owner and tasks_by_context: the owner's tasks in one state, newest first,
+# overall and per context, and how many of the owner's tasks are in each state, overall and per context. The
+# counts change in the same transaction as the task, by trigger, whatever changes it: an insert, a change of
+# state, a delete.
+_TASKS_BY_STATE: Final = (
+    "CREATE INDEX IF NOT EXISTS tasks_by_state ON tasks (owner, state, status_ts_us DESC, id DESC)",
+    "CREATE INDEX IF NOT EXISTS tasks_by_context_state ON tasks (owner, context_id, state, status_ts_us DESC, id DESC)",
+)
+_COUNT_TABLES: Final = (
+    """CREATE TABLE IF NOT EXISTS task_counts (
+        owner TEXT NOT NULL,
+        state INTEGER NOT NULL,
+        n INTEGER NOT NULL,
+        PRIMARY KEY (owner, state)
+    ) WITHOUT ROWID""",
+    """CREATE TABLE IF NOT EXISTS context_counts (
+        owner TEXT NOT NULL,
+        context_id TEXT NOT NULL,
+        state INTEGER NOT NULL,
+        n INTEGER NOT NULL,
+        PRIMARY KEY (owner, context_id, state)
+    ) WITHOUT ROWID""",
+)
+_COUNT_IN: Final = """
+    INSERT INTO task_counts (owner, state, n) VALUES (NEW.owner, NEW.state, 1)
+        ON CONFLICT (owner, state) DO UPDATE SET n = n + 1;
+    INSERT INTO context_counts (owner, context_id, state, n) VALUES (NEW.owner, NEW.context_id, NEW.state, 1)
+        ON CONFLICT (owner, context_id, state) DO UPDATE SET n = n + 1;"""
+# A count that reaches 0 goes, so that the rows of removed tasks' contexts do not pile up.
+_COUNT_OUT: Final = """
+    UPDATE task_counts SET n = n - 1 WHERE owner = OLD.owner AND state = OLD.state;
+    UPDATE context_counts SET n = n - 1 WHERE owner = OLD.owner AND context_id = OLD.context_id AND state = OLD.state;
+    DELETE FROM context_counts WHERE owner = OLD.owner AND context_id = OLD.context_id AND state = OLD.state AND n = 0;"""
+_COUNT_TRIGGERS: Final = (
+    f"CREATE TRIGGER IF NOT EXISTS tasks_count_insert AFTER INSERT ON tasks BEGIN {_COUNT_IN} END",
+    "CREATE TRIGGER IF NOT EXISTS tasks_count_state AFTER UPDATE OF state ON tasks WHEN OLD.state <> NEW.state"
+    f" BEGIN {_COUNT_OUT} {_COUNT_IN} END",
+    f"CREATE TRIGGER IF NOT EXISTS tasks_count_delete AFTER DELETE ON tasks BEGIN {_COUNT_OUT} END",
+)
+_LISTING: Final = (*_TASKS_BY_STATE, *_COUNT_TABLES, *_COUNT_TRIGGERS)
+# Counts of the tasks a file holds when it is migrated (made anew: a file set back to an older version may hold
+# some); the triggers keep them from then on.
+_BACKFILL_COUNTS: Final = (
+    "DELETE FROM task_counts",
+    "DELETE FROM context_counts",
+    "INSERT INTO task_counts (owner, state, n) SELECT owner, state, COUNT(*) FROM tasks GROUP BY owner, state",
+    "INSERT INTO context_counts (owner, context_id, state, n)"
+    " SELECT owner, context_id, state, COUNT(*) FROM tasks GROUP BY owner, context_id, state",
+)
+
 _SCHEMA: Final = (
     """CREATE TABLE IF NOT EXISTS tasks (
         id TEXT PRIMARY KEY,
@@ -50,8 +100,6 @@ _SCHEMA: Final = (
     "CREATE INDEX IF NOT EXISTS tasks_by_owner ON tasks (owner, status_ts_us DESC, id DESC)",
     "CREATE INDEX IF NOT EXISTS tasks_by_context ON tasks (owner, context_id, status_ts_us DESC, id DESC)",
     _TASKS_FINAL,
-    # No index on state: every status change would move an entry in it, and a state filter is served
-    # well enough by scanning the owner's tasks in tasks_by_owner order.
     """CREATE TABLE IF NOT EXISTS history (
         task_id TEXT NOT NULL REFERENCES tasks (id),
         seq INTEGER NOT NULL,
@@ -79,6 +127,7 @@ _SCHEMA: Final = (
         PRIMARY KEY (task_id, config_id)
     ) WITHOUT ROWID""",
     _PUSH_CONFIGS_OPEN,
+    *_LISTING,
 )
 
 # _MIGRATIONS[n] takes a file from schema version n to n + 1.
@@ -99,6 +148,7 @@ _MIGRATIONS: Final[dict[int, tuple[str, ...]]] = {
         f" AND t.state IN {TERMINAL_SQL} AND t.seq <= push_configs.delivered)",
         _PUSH_CONFIGS_OPEN,
     ),
+    5: (*_LISTING, *_BACKFILL_COUNTS),
 }
 
 

@@ -276,7 +276,9 @@ class TaskManager:
         """The agent's `cancel` on a task that waits for input (or auth): a run of its own, which publishes
         CANCELED or has the server do it, as for a running task (`TaskMachine.open_cancel_run`)."""
         status = machine.task.status
-        message = status.message if status.HasField("message") else a2a_pb2.Message()
+        message = a2a_pb2.Message()  # a copy of the status message: the agent's, not a part of the task
+        if status.HasField("message"):
+            message.CopyFrom(status.message)
         view = functools.partial(self._agent_view, CallClock(call.time_remaining))
         context = RequestContext(message, machine, call, view=view)
         run = machine.open_cancel_run(context, call.trace_context)

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import asyncio
 import atexit
-import json
 import logging
 import os
 import re
@@ -41,6 +40,7 @@ from typing import Any, cast
 
 from a2a_grpc.arrival import Arrival
 from a2a_grpc.call import CallContext
+from a2a_grpc.escaping import json_escaped
 from a2a_grpc.extensions import parse_extension_values
 from a2a_grpc.protocol import EXTENSIONS_HEADER, V03_EXTENSIONS_HEADER, VERSION_HEADER
 from a2a_grpc.telemetry.call_ids import response_ids
@@ -57,7 +57,7 @@ MAX_OPENINGS = 1024  # (method, code, reason) triples whose JSON an AccessLog ke
 _SOURCE = __file__  # the pathname of the records (their lineno is 0)
 _NO_IDS = ("", "")
 _new_record = object.__new__
-_json = json.encoder.encode_basestring_ascii  # a str as JSON, as json.dumps writes it
+_json = json_escaped  # a str as JSON, as json.dumps writes it
 _UNFLUSHED: set[AccessLog] = set()  # the access logs with pending lines, flushed at exit if still there
 # handlers whose `emit` is: format, write to the stream, flush (a FileHandler's stream is its open file)
 _PLAIN_HANDLERS = (logging.StreamHandler, logging.FileHandler)
@@ -395,7 +395,7 @@ def _task_name() -> str | None:
 
 def _text(value: str) -> str:
     """A value as a text line writes it: as it is when plain, else quoted as JSON."""
-    return value if _PLAIN.fullmatch(value) else json.dumps(value)
+    return value if _PLAIN.fullmatch(value) else _json(value)
 
 
 def _pairs(fields: Mapping[str, Any]) -> list[str]:

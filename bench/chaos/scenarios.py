@@ -4,9 +4,10 @@ Every scenario runs the writer card (streaming and push declared) and the chaos 
 on as `a2a-grpc serve` has it by default. The features that touch a call's end or a task's life are
 switched on in turn: the text access log on SQLite; the JSON access log on SQLite with /metrics scraped
 throughout and tracing on; authentication (bearer token, API key, JWT, and a share of bad credentials of
-each kind) with rate and stream limits; push delivery to a misbehaving webhook; tasks grown until their
-history is full (bench.chaos.growth); two replicas on PostgreSQL with a replica killed, a replica stopped for
-three lease periods, and PostgreSQL itself stopped for a while.
+each kind) with rate and stream limits, and floods of calls to unknown methods (bench.chaos.flood); push
+delivery to a misbehaving webhook; tasks grown until their history is full (bench.chaos.growth); two replicas on
+PostgreSQL with a replica killed, a replica stopped for three lease periods, and PostgreSQL itself stopped for a
+while.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from bench.chaos import growth
+from bench.chaos.flood import LIMITED_FLOOD_OPERATIONS
 from bench.chaos.ledger import Caller
 from bench.chaos.legacy import LEGACY_OPERATIONS
 from bench.chaos.workload import OPERATIONS, Operations
@@ -110,7 +112,7 @@ SCENARIOS: tuple[Scenario, ...] = (
         scrape_metrics=True,
         env={"OTEL_TRACES_EXPORTER": "none"},  # spans made and ended, exported nowhere
     ),
-    Scenario("auth+limits", _authenticated, operations=BOTH_FACES),
+    Scenario("auth+limits", _authenticated, operations=BOTH_FACES + LIMITED_FLOOD_OPERATIONS),
     Scenario("push", _push, push=True),
     Scenario("history-growth", growth.setup, operations=growth.GROWTH_OPERATIONS),
     Scenario("replicas", _replicas, store="postgres", replicas=2, faults=(KILL, STOP, POSTGRES_DOWN)),

@@ -121,9 +121,7 @@ class ServerChain:
 
         async def admit(method: str, arrival: Arrival, context: Any) -> CallContext:
             metadata = arrival.metadata
-            principal = await self._authenticated(arrival, context) if self._authenticate is not None else ANONYMOUS
-            if self.limits.rate_limited:
-                self.limits.take_request(caller_of(principal.name, arrival.peer))
+            principal = await self.admit_caller(arrival, context)
             version = self._check_version(metadata)
             negotiation: Negotiation = negotiate(metadata) if negotiate is not None else NO_NEGOTIATION
             return CallContext(
@@ -140,6 +138,14 @@ class ServerChain:
             )
 
         return admit
+
+    async def admit_caller(self, arrival: Arrival, context: Any) -> Principal:
+        """The caller's principal, once authentication and its request rate let the call in (each refusal raises
+        its A2AError): what every call goes through, a call to a method no service serves included."""
+        principal = await self._authenticated(arrival, context) if self._authenticate is not None else ANONYMOUS
+        if self.limits.rate_limited:
+            self.limits.take_request(caller_of(principal.name, arrival.peer))
+        return principal
 
     async def _authenticated(self, arrival: Arrival, context: Any) -> Principal:
         """The caller's principal: a valid credential always passes, whatever its address did. A refused one
