@@ -5,8 +5,9 @@ For each store (memory, SQLite, PostgreSQL) and each size of --growth-sizes, a r
 many tasks: SQLite and PostgreSQL are filled before the start through the store's API (bench/growth_load.py,
 cached between runs), so the start-up (spawn to grpc.health.v1 SERVING) is measured on the full store; the
 memory store starts empty and is filled after by SendMessage calls (contexts of ten tasks, every task
-COMPLETED, one caller); the start-up is the median of STARTS. Then each measure makes --growth-calls calls in a row on one connection (after
-WARMUP_CALLS unmeasured ones; at most MEASURE_SECONDS each), as the anonymous caller:
+COMPLETED, one caller); the start-up is the median of STARTS (one with --quick). Then each measure makes
+--growth-calls calls in a row on one connection (after WARMUP_CALLS unmeasured ones; at most MEASURE_SECONDS
+each), as the anonymous caller:
 
   get              GetTask of a task picked at random among the caller's
   list.first       ListTasks' first page (PAGE_SIZE tasks)
@@ -228,27 +229,36 @@ def _scratch() -> Iterator[Path]:
         yield Path(scratch)
 
 
-def run_size(
-    store: str, size: int, calls: int, cache_dir: Path, cpus: set[int] | None, new_database: Callable[[], str]
-) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Settings:
+    """What every growth.* case runs with."""
+
+    calls: int  # per measure
+    cache_dir: Path  # where loaded stores are kept between runs
+    cpus: set[int] | None  # the servers' CPUs (None: any)
+    new_database: Callable[[], str]  # the URL of a new, empty PostgreSQL database
+    starts: int = STARTS  # starts per size, of which the start-up is the median
+
+
+def run_size(store: str, size: int, settings: Settings) -> dict[str, Any]:
     """One growth record: the store of `size` tasks loaded (or taken from the cache), served, measured."""
     with _scratch() as scratch:
         load_seconds: float | None = None
         if store == "sqlite":
-            loaded = growth_load.sqlite_store(cache_dir, scratch, size)
+            loaded = growth_load.sqlite_store(settings.cache_dir, scratch, size)
             url, load_seconds = loaded.url, loaded.load_seconds
         elif store == "postgres":
-            loaded = growth_load.postgres_store(cache_dir, new_database(), size)
+            loaded = growth_load.postgres_store(settings.cache_dir, settings.new_database(), size)
             url, load_seconds = loaded.url, loaded.load_seconds
         else:
             url = "memory"
-        starts = []
-        for _ in range(STARTS - 1):  # one start-up varies with what else the machine does: the median of STARTS
-            first = GrowthServer(url, cpus, scratch)
+        started = []
+        for _ in range(settings.starts - 1):  # one start-up varies with what else the machine does
+            first = GrowthServer(url, settings.cpus, scratch)
             first.stop()
-            starts.append(first.start_seconds)
-        server = GrowthServer(url, cpus, scratch)
-        starts.append(server.start_seconds)
+            started.append(first.start_seconds)
+        server = GrowthServer(url, settings.cpus, scratch)
+        started.append(server.start_seconds)
         try:
             if store == "memory":
                 began = time.monotonic()
@@ -256,7 +266,7 @@ def run_size(
                 load_seconds = time.monotonic() - began
             else:
                 targets = _planned_targets(size)
-            result = measure(server.target, targets, calls)
+            result = measure(server.target, targets, settings.calls)
             if server.process.poll() is not None:
                 raise RuntimeError(f"a2a-grpc serve exited with {server.process.returncode}: {server.log_tail()}")
         finally:
@@ -265,25 +275,18 @@ def run_size(
         "name": f"growth.{store}@{size}",
         "store": store,
         "tasks": size,
-        "start_seconds": statistics.median(starts),
+        "start_seconds": statistics.median(started),
         "load_seconds": load_seconds,
         **result,
     }
 
 
-def run_store(
-    store: str,
-    sizes: list[int],
-    calls: int,
-    cache_dir: Path,
-    cpus: set[int] | None,
-    new_database: Callable[[], str],
-) -> list[dict[str, Any]]:
+def run_store(store: str, sizes: list[int], settings: Settings) -> list[dict[str, Any]]:
     """The records of one store at each size, smallest first; a size that failed has a `failed` record."""
     records = []
     for size in sorted(sizes):
         try:
-            record = run_size(store, size, calls, cache_dir, cpus, new_database)
+            record = run_size(store, size, settings)
         except Exception as error:
             record = {"name": f"growth.{store}@{size}", "store": store, "tasks": size}
             record["failed"] = f"{type(error).__name__}: {error}"

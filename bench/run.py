@@ -522,10 +522,11 @@ class Bench:
         sizes = self.args.growth_sizes
         if family.store == "memory":
             sizes = [size for size in sizes if size <= MEMORY_STORE_MAX_TASKS]
-        cache = Path(self.args.cache_dir)
-        found = growth.run_store(
-            family.store, sizes, self.args.growth_calls, cache, self.server_cpus, self.databases.new
+        starts = 1 if self.args.quick else growth.STARTS
+        settings = growth.Settings(
+            self.args.growth_calls, Path(self.args.cache_dir), self.server_cpus, self.databases.new, starts
         )
+        found = growth.run_store(family.store, sizes, settings)
         self.growth_records += found
         return sum("failed" in record for record in found)
 
