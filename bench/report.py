@@ -671,8 +671,14 @@ def summary(records: list[Record], concurrencies: list[int], extra_notes: Iterab
 
 
 def write_json(
-    path: Path, meta: dict[str, Any], records: list[Record], concurrencies: list[int], extra_notes: Iterable[str] = ()
+    path: Path,
+    meta: dict[str, Any],
+    records: list[Record],
+    concurrencies: list[int],
+    extra_notes: Iterable[str] = (),
+    growth: list[Record] | None = None,
 ) -> None:
+    """The run's results, with the growth.* cases' records apart (`growth`, when any ran)."""
     document = {
         "meta": meta,
         "cases": records,
@@ -687,5 +693,6 @@ def write_json(
         "auth": auth_notes(records, concurrencies),
         "faces": face_notes(records, concurrencies),
         "notes": fixed_notes(records, extra_notes),
+        **({"growth": growth} if growth else {}),
     }
     path.write_text(json.dumps(document, indent=2) + "\n")

@@ -28,6 +28,9 @@ Case families (filter them with --cases, shell-style patterns):
                                                           --concurrency only: access log, metrics and tracing off;
                                                           the access log written (JSON, INFO, a file) and metrics;
                                                           those and tracing (a span per call, exported nowhere)
+  growth.{memory,sqlite,postgres}                         each call's p50/p99 and the start-up on stores of each
+                                                          --growth-sizes tasks, through `a2a-grpc serve`; writes
+                                                          the tables and a plot beside --out (bench/growth.py)
   auth.send.{plain,jwt,tls}                               SendMessage, echo agent, memory store, at the highest
                                                           --concurrency only: plaintext without authentication;
                                                           every call with a JWT (`--jwt-key`: one token, cached by
@@ -79,7 +82,8 @@ from typing import Any
 
 import grpc
 
-from bench import measure, readload, report
+from a2a_grpc.settings.defaults import MEMORY_STORE_MAX_TASKS
+from bench import growth, growth_report, measure, readload, report
 from bench.credentials import AUDIENCE, ISSUER, Credentials
 from bench.databases import Databases
 from bench.loadgen import V03, V10, LoadPool, Metadata
@@ -101,7 +105,7 @@ REFUSED_WITH = {"jwt": grpc.StatusCode.UNAUTHENTICATED, "tls": grpc.StatusCode.U
 @dataclass(frozen=True)
 class Family:
     name: str
-    kind: str  # send | stream | fanout | memory | replica | readload
+    kind: str  # send | stream | fanout | memory | replica | readload | growth
     server: str  # ours | bare | sdk
     store: str = "memory"  # memory | sqlite | postgres
     extension: bool = False
@@ -154,6 +158,9 @@ FAMILIES = (
     Family("telemetry.send.off", "send", "ours", telemetry="off", top_only=True),
     Family("telemetry.send.on", "send", "ours", telemetry="on", top_only=True),
     Family("telemetry.send.tracing", "send", "ours", telemetry="tracing", top_only=True),
+    Family("growth.memory", "growth", "ours", "memory"),
+    Family("growth.sqlite", "growth", "ours", "sqlite"),
+    Family("growth.postgres", "growth", "ours", "postgres"),
     Family("auth.send.plain", "send", "ours", top_only=True),
     Family("auth.send.jwt", "send", "ours", auth="jwt", top_only=True),
     Family("auth.send.tls", "send", "ours", auth="tls", top_only=True),
@@ -185,6 +192,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--subscribers", type=int, default=100, help="subscribers on one task in fanout.* cases")
     parser.add_argument("--memory-tasks", type=int, help="tasks stored for memory.ours (default 100000; --quick: 5000)")
     parser.add_argument(
+        "--growth-sizes",
+        help="stored tasks of the growth.* cases, comma-separated (default 1000,10000,100000; --quick: 1000); "
+        f"the memory store's only up to its bound ({MEMORY_STORE_MAX_TASKS:,})",
+    )
+    parser.add_argument("--growth-calls", type=int, help="calls per growth.* measure (default 200; --quick: 20)")
+    parser.add_argument(
+        "--cache-dir",
+        default=str(Path.home() / ".cache" / "a2a-grpc-bench"),
+        help="where the growth.* cases keep the stores they loaded, for the next run (default ~/.cache/a2a-grpc-bench)",
+    )
+    parser.add_argument(
         "--repeat",
         type=int,
         help="run every case N times round-robin, on fresh servers, and keep the median run (send cases: and pair "
@@ -207,11 +225,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args.warmup = args.warmup if args.warmup is not None else (0.3 if args.quick else 1.0)
     args.memory_tasks = args.memory_tasks if args.memory_tasks is not None else (5000 if args.quick else 100_000)
     args.concurrency = [int(c) for c in args.concurrency.split(",") if c.strip()]
+    sizes = args.growth_sizes or ("1000" if args.quick else "1000,10000,100000")
+    args.growth_sizes = [int(size) for size in sizes.split(",") if size.strip()]
+    args.growth_calls = args.growth_calls if args.growth_calls is not None else (20 if args.quick else 200)
     patterns = [p.strip() for p in args.cases.split(",") if p.strip()]
     args.families = [f for f in FAMILIES if any(fnmatch.fnmatchcase(f.name, p) for p in patterns)]
     if not args.families:
         parser.error(f"--cases {args.cases!r} matches no case family: {', '.join(f.name for f in FAMILIES)}")
     counts = (args.load_procs, args.channels, args.repeat, args.stream_concurrency, args.subscribers, args.memory_tasks)
+    counts += (args.growth_calls, *args.growth_sizes)
     if not args.concurrency or min(args.concurrency) < 1 or min(args.duration, args.slice) <= 0 or min(counts) < 1:
         parser.error("every count, concurrency and duration must be positive")
     return args
@@ -276,6 +298,7 @@ class Bench:
         self.databases = Databases(args.postgres, self.server_cpus)
         self.notes: list[str] = []  # for the report: the PostgreSQL cases skipped, and why
         self._refusals: dict[Family, str] = {}  # this run's auth.* servers: how they refused an unsecured call
+        self.growth_records: list[dict[str, Any]] = []  # the growth.* cases': one per store and size
 
     # ---- servers -------------------------------------------------------------------------------
 
@@ -503,6 +526,19 @@ class Bench:
             result = measure.measure_ticks(publisher, subscriber, self.pool, self.settings, TICK_RATE)
             self._record(family, result)
 
+    def run_growth_family(self, family: Family) -> int:
+        """Every size of a growth.* family (the memory store's up to its bound); how many sizes failed."""
+        sizes = self.args.growth_sizes
+        if family.store == "memory":
+            sizes = [size for size in sizes if size <= MEMORY_STORE_MAX_TASKS]
+        starts = 1 if self.args.quick else growth.STARTS
+        settings = growth.Settings(
+            self.args.growth_calls, Path(self.args.cache_dir), self.server_cpus, self.databases.new, starts
+        )
+        found = growth.run_store(family.store, sizes, settings)
+        self.growth_records += found
+        return sum("failed" in record for record in found)
+
     def run_family(self, family: Family) -> None:
         """One run of a stream, fanout, memory or replica family."""
         assert self.pool is not None
@@ -553,7 +589,10 @@ class Bench:
             self._repetition = repetition
             failed += self.run_send_families()
             for family in self.families:
-                if family.kind == "send" or (family.kind == "memory" and repetition > 0):
+                if family.kind == "send" or (family.kind in ("memory", "growth") and repetition > 0):
+                    continue
+                if family.kind == "growth":
+                    failed += self.run_growth_family(family)
                     continue
                 try:
                     self.run_family(family)
@@ -595,6 +634,8 @@ class Bench:
             "stream_chunks": CHUNKS,
             "subscribers": self.args.subscribers,
             "memory_tasks": self.args.memory_tasks,
+            "growth_sizes": self.args.growth_sizes,
+            "growth_calls_per_measure": self.args.growth_calls,
             "replica_channels_per_load_process": max(self.args.channels, REPLICA_CHANNELS),
             "replica_tick_rate": TICK_RATE,
             "postgres": self.databases.description,
@@ -620,8 +661,10 @@ def main(argv: list[str] | None = None) -> int:
         bench.close()
     out = Path(args.out)
     meta = bench.meta()
-    report.write_json(out, meta, bench.records, args.concurrency, bench.notes)
+    report.write_json(out, meta, bench.records, args.concurrency, bench.notes, bench.growth_records)
     print(report.summary(bench.records, args.concurrency, bench.notes))
+    if bench.growth_records:
+        print(growth_report.write(bench.growth_records, out))
     print(f"\nresults written to {out}")
     return status
 

@@ -10,6 +10,7 @@ PostgreSQL: they run as the PostgreSQL store tests do (the `postgres_server` fix
 throwaway cluster, or on $A2A_GRPC_TEST_POSTGRES_URL when set. The push.* cases run offline too: their webhook
 receiver is the bench's own, on 127.0.0.1. So do the telemetry.* cases (tracing with the `otel` extra, which the
 test environment installs, exported nowhere), and the auth.* cases (their keys and certificates made for the run).
+The growth.* cases run on tiny stores (GROWTH_TASKS), their loaded stores cached in the test's own directory.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from bench import databases, run
+from bench import databases, growth, growth_load, run
 from bench.pg_cluster import PostgresUnavailable
 from bench.sdk_env import sdk_installed
 
@@ -61,6 +62,8 @@ TELEMETRY_CONCURRENCY = (2, 4)  # measured at the highest only
 TELEMETRY = ("telemetry.send.off", "telemetry.send.on", "telemetry.send.tracing")
 AUTH_CONCURRENCY = 4
 AUTH = ("auth.send.plain", "auth.send.jwt", "auth.send.tls")
+GROWTH_TASKS = 200
+GROWTH_CALLS = 5
 
 
 def _selected(names: tuple[str, ...]) -> list[str]:
@@ -394,3 +397,41 @@ def test_instructions_are_counted_per_call_for_each_server() -> None:
     assert set(counts) == {"bare", "memory.ext"}, result.stdout
     assert 0 < counts["bare"] < counts["memory.ext"], counts
     assert "bare / memory.ext" in result.stdout
+
+
+@pytest.mark.timeout(300)
+def test_growth_cases_measure_every_call_and_write_the_table_and_plot(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    flags = ("--cases=growth.memory,growth.sqlite", f"--growth-sizes={GROWTH_TASKS}", f"--cache-dir={cache}")
+    document, stdout = _run_bench(tmp_path, *flags, f"--growth-calls={GROWTH_CALLS}")
+    records = {record["name"]: record for record in document["growth"]}
+    assert sorted(records) == [f"growth.memory@{GROWTH_TASKS}", f"growth.sqlite@{GROWTH_TASKS}"]
+    planned = sum(task.owner == "" for task in growth_load.plan(GROWTH_TASKS, 0))
+    for name, record in records.items():
+        assert "failed" not in record, (name, record)
+        assert record["start_seconds"] > 0 and record["load_seconds"] > 0, name
+        assert sorted(record["measures"]) == sorted(growth.MEASURES), name
+        for measure, figures in record["measures"].items():
+            assert figures["calls"] == GROWTH_CALLS and 0 < figures["p50_ms"] <= figures["p99_ms"], (name, measure)
+        # the caller's tasks, read through ListTasks' total_size: all the memory store's, its share of the plan's
+        expected = GROWTH_TASKS if record["store"] == "memory" else planned
+        assert record["caller_tasks"] == expected, name
+        assert record["deep_page"] == min(growth.DEEP_PAGES, -(-expected // growth.PAGE_SIZE)), name
+    assert len(list(cache.glob("sqlite-*.db"))) == 1  # the loaded SQLite store, kept for the next run
+    tables = (tmp_path / "results-growth.md").read_text()
+    for measure in growth.MEASURES:
+        assert f"| {measure} |" in tables
+    assert tables.count("| start-up |") == 2
+    assert (tmp_path / "results-growth.png").read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+    assert "growth tables and plot written to" in stdout
+
+
+def test_growth_sqlite_store_is_loaded_once_then_taken_from_the_cache(tmp_path: Path) -> None:
+    cache, first, second = tmp_path / "cache", tmp_path / "first", tmp_path / "second"
+    first.mkdir()
+    second.mkdir()
+    loaded = growth_load.sqlite_store(cache, first, GROWTH_TASKS)
+    again = growth_load.sqlite_store(cache, second, GROWTH_TASKS)
+    assert loaded.load_seconds is not None and again.load_seconds is None
+    assert loaded.url != again.url  # each run serves a copy: a server may write to its store at start
+    assert [p.name for p in cache.iterdir()] == [growth_load.cache_path(cache, "sqlite", GROWTH_TASKS).name]
