@@ -453,7 +453,7 @@ class TaskMachine:
         excess = len(task.history) - self._home.max_history
         if excess > 0:
             if self.history_bytes is not None:
-                self.history_bytes -= sum(dropped.ByteSize() for dropped in task.history[:excess])
+                self.history_bytes -= sum(map(a2a_pb2.Message.ByteSize, task.history[:excess]))
             del task.history[:excess]
             write.history_kept = self._home.max_history
         if compaction.set_status(self, status):
@@ -485,7 +485,7 @@ class TaskMachine:
         """The bytes the task's artifacts would take with `chunk` applied (a chunk that is not appended
         replaces the artifact of its id)."""
         if self.artifact_bytes is None:
-            self.artifact_bytes = sum(artifact.ByteSize() for artifact in self.task.artifacts)
+            self.artifact_bytes = sum(map(a2a_pb2.Artifact.ByteSize, self.task.artifacts))
         held = self.artifact_bytes
         if not append:
             for artifact in self.task.artifacts:
@@ -500,7 +500,7 @@ class TaskMachine:
         task = self.task
         held = self.history_bytes
         if held is None:
-            held = sum(kept.ByteSize() for kept in task.history)
+            held = sum(map(a2a_pb2.Message.ByteSize, task.history))
         if message is not None:
             message.task_id, message.context_id = task.id, task.context_id  # as it will be stored
             held += message.ByteSize()
