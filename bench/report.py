@@ -695,4 +695,5 @@ def write_json(
         "notes": fixed_notes(records, extra_notes),
         **({"growth": growth} if growth else {}),
     }
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(document, indent=2) + "\n")
