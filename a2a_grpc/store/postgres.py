@@ -12,9 +12,8 @@ transaction.
 
 Replicas coordinate through the database too (`SharedStore`): the write leaving a task running names
 its replica as the runner, replicas keep heartbeat rows, and they hear of each other's events and of
-cancel requests through LISTEN/NOTIFY (postgres_replicas). The schema is in postgres_schema, the
-writes in postgres_writes, push-notification configs in postgres_push (outside the write queue), and task
-retention in postgres_retention.
+cancel requests through LISTEN/NOTIFY (postgres_replicas). The schema is in postgres_schema, the writes in
+postgres_writes, push configs in postgres_push (outside the write queue), task retention in postgres_retention.
 
 Text columns use the "C" collation, so ids order by code point as in the other stores. PostgreSQL text
 cannot hold NUL: a write with NUL in a stored string fails with ValueError, and a read asking for one
@@ -106,8 +105,8 @@ _Job: TypeAlias = tuple[PreparedWrite, asyncio.Future[None]]
 
 @dataclass(slots=True)
 class _Open:
-    """What exists while the store is open: the pool, the write queue with its worker, the listener, and the
-    listings' bound (half the pool at most, so that ping, point reads and writes always find a connection)."""
+    """What exists while the store is open: the pool, the write queue with its worker, the listener, the listings'
+    bound (half the pool at most: ping, point reads and writes always find a connection)."""
 
     pool: asyncpg.Pool
     listings: asyncio.Semaphore
