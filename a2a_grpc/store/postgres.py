@@ -66,8 +66,7 @@ from a2a_grpc.store.postgres_writes import (
 if TYPE_CHECKING:
     import asyncpg
 
-# A statement, a lock wait or an idle transaction that takes longer fails (StoreError) instead of holding
-# every write queued behind it: a stuck replica or a half-open connection must not freeze the store.
+# A statement, lock wait or idle transaction past this fails (StoreError), not holding the writes behind it
 STATEMENT_SECONDS: Final = 30.0
 POOL_SIZE: Final = STORE_POOL_SIZE  # connections per process, by default (`--store-pool-size`)
 _SESSION_SETTINGS: Final = {"lock_timeout": "30s", "idle_in_transaction_session_timeout": "60s"}
