@@ -174,11 +174,14 @@ class A2AClient:
 
     @classmethod
     async def connect(cls, target: str, **settings: Any) -> A2AClient:
-        """A client for `host:port`, or for the agent whose card is at an http(s) URL."""
+        """A client for `host:port`, or for the agent whose card is at an http(s) URL: the card's fetch and
+        verification end within the client's `timeout` when it has one (CARD_FETCH_TIMEOUT_SECONDS otherwise)."""
         if not is_card_url(target):
             return cls(target, **settings)
         tls = ClientTLS(settings.get("tls_ca"), settings.get("tls_cert"), settings.get("tls_key"))
-        card = await fetch_agent_card(target, tls=tls, verifier=settings.get("card_verifier"))
+        timeout = settings.get("timeout")
+        within = CARD_FETCH_TIMEOUT_SECONDS if timeout is None else timeout
+        card = await fetch_agent_card(target, within, tls=tls, verifier=settings.get("card_verifier"))
         interface = grpc_interface(card)
         settings.setdefault("tenant", interface.tenant)
         address = interface.url

@@ -35,6 +35,7 @@ from a2a_grpc.card_verification import (
     InvalidCardSignatureError,
     UntrustedCardKeyError,
 )
+from a2a_grpc.client import A2AClient
 from a2a_grpc.encoding import json_document
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.protocol import AGENT_CARD_PATH
@@ -186,6 +187,8 @@ async def test_finding_6_dripping_key_sets_end_at_the_callers_deadline(origin: H
     assert [path for path in origin.requested if path.startswith("/drip/")] == ["/drip/0"]
     with pytest.raises(CardTimeoutError, match="was not verified in time"):  # a verifier's own budget
         await CardVerifier(timeout_seconds=0.5).verify(signed, origin.card_url)
+    with pytest.raises(CardTimeoutError, match=r"within 0\.5 s"):  # a client's timeout bounds the card it connects by
+        await A2AClient.connect(origin.card_url, timeout=0.5, card_verifier=CardVerifier())
 
 
 async def test_finding_6_a_card_larger_than_the_cap_is_refused_as_it_arrives(origin: HostileOrigin) -> None:
