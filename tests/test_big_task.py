@@ -11,7 +11,7 @@ from pathlib import Path
 import grpc
 import pytest
 from agents import OutcomeAgent
-from conftest import V1, StartServer, user_message
+from conftest import V1, StartServer, error_info, user_message
 from rpc_helpers import Clients, assert_error, rpc_error, stream_error
 
 from a2a_grpc.agent import EventPublisher, RequestContext, TaskLimitError
@@ -74,6 +74,8 @@ async def test_a_new_task_whose_message_passes_the_history_bytes_is_refused(
     server = await start_server(agent=OutcomeAgent(), max_history_bytes_per_task=500)
     error = await rpc_error(clients.stub(server).SendMessage(send(TEXT), metadata=V1))
     assert_error(error, grpc.StatusCode.RESOURCE_EXHAUSTED, "TASK_HISTORY_FULL", limit="500")
+    assert "taskId" not in error_info(error).metadata, "no task was created: none is named"
+    assert "this message alone takes" in (error.details() or "")
 
 
 class TalkativeAgent:

@@ -507,7 +507,7 @@ class TaskMachine:
         limit = self._home.max_history_bytes
         if limited and held > limit:
             if caller:
-                raise history_full(task.id, limit, held)
+                raise history_full(task.id, limit, held, new_task=self.version == 0)
             raise TaskLimitError(
                 f"task {task.id} may hold at most {limit} history bytes; this message would make {held}"
             )

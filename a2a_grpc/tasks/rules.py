@@ -41,7 +41,14 @@ def check_resumable(task: a2a_pb2.Task, message: a2a_pb2.Message, *, busy: bool)
         )
 
 
-def history_full(task_id: str, limit: int, held: int) -> TaskHistoryFullError:
+def history_full(task_id: str, limit: int, held: int, *, new_task: bool = False) -> TaskHistoryFullError:
+    """The refusal of a message past a task's history bytes; for a `new_task` (never created), of a message
+    larger than any task may hold."""
+    if new_task:
+        return TaskHistoryFullError(
+            f"a task may hold at most {limit} bytes of history and this message alone takes {held}; send less",
+            metadata={"limit": str(limit)},
+        )
     return TaskHistoryFullError(
         f"task {task_id} may hold at most {limit} bytes of history and this message would make {held}; "
         "continue in a new task",
