@@ -149,22 +149,21 @@ class SqliteStore:
         return await self._read(reads.read_events, task_id, after, limit, max_bytes)
 
     async def prune_events(self, older_than_seconds: float, batch: int = PRUNE_BATCH_EVENTS) -> int:
-        cutoff = now_us() - round(older_than_seconds * 1_000_000)
-        pruned = 0
-        while True:  # a batch a write, so that the writes of the tasks being served go between
-            deleted: int = await self._submit(writes.prune_events, (cutoff, batch))
-            pruned += deleted
-            if deleted < batch:
-                return pruned
+        return await self._delete_in_batches(writes.prune_events, older_than_seconds, batch)
 
     async def remove_final_tasks(self, older_than_seconds: float, batch: int = REMOVE_BATCH_TASKS) -> int:
+        return await self._delete_in_batches(writes.remove_final_tasks, older_than_seconds, batch)
+
+    async def _delete_in_batches(self, delete: _Run, older_than_seconds: float, batch: int) -> int:
+        """`delete(conn, (cutoff, batch))` a batch a write, so that the writes of the tasks being served go between,
+        until a batch comes back short; how many went in all."""
         cutoff = now_us() - round(older_than_seconds * 1_000_000)
-        removed = 0
-        while True:  # a batch a write, so that the writes of the tasks being served go between
-            taken: int = await self._submit(writes.remove_final_tasks, (cutoff, batch))
-            removed += taken
-            if taken < batch:
-                return removed
+        total = 0
+        while True:
+            deleted: int = await self._submit(delete, (cutoff, batch))
+            total += deleted
+            if deleted < batch:
+                return total
 
     async def running_tasks(self) -> list[tuple[str, str]]:
         return await self._read(reads.running_tasks)
