@@ -1,6 +1,6 @@
 """The `a2a-grpc` command line: `serve` (every flag also an environment variable, and a key of the config
 file: a2a_grpc.config), `config check` and `config show`, and the client commands `send` and `card`
-(a2a_grpc.cli_client)."""
+(a2a_grpc.client.cli)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from collections.abc import Coroutine, Sequence
 from typing import Any, NoReturn
 
 import a2a_grpc.grpc_core_logs  # first: before anything imports grpc
-from a2a_grpc.cli_client import add_client_parsers, run_client_command
+from a2a_grpc.client.cli import add_client_parsers, run_client_command
 from a2a_grpc.config import ConfigError, add_config_parser, resolve, run_config_command
 from a2a_grpc.server import A2AServer
 from a2a_grpc.settings.flags import add_serve_arguments, server_settings

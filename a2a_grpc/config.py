@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from a2a_grpc.card import CardError, load_card
+from a2a_grpc.card.model import CardError, load_card
 from a2a_grpc.server import load_agent
 from a2a_grpc.settings import FILE_SETTINGS, Kind, Setting
 from a2a_grpc.settings.flags import add_serve_arguments, server_settings

@@ -25,9 +25,9 @@ from a2a_grpc.agent import AgentExecutor, check_agent, declared_extensions
 from a2a_grpc.agents.echo import EchoAgent
 from a2a_grpc.auth import AuthSettings, Verifiers, secure_cards
 from a2a_grpc.auth.card_security import API_KEY, kind_of
-from a2a_grpc.card import GRPC_BINDING, CardError, complete_card, load_card, register_card_extensions
-from a2a_grpc.card_http import CACHE_CONTROL, CardDocument
-from a2a_grpc.card_signing import CardSigner, check_signed_as_served
+from a2a_grpc.card.http import CACHE_CONTROL, CardDocument
+from a2a_grpc.card.model import GRPC_BINDING, CardError, complete_card, load_card, register_card_extensions
+from a2a_grpc.card.signing import CardSigner, check_signed_as_served
 from a2a_grpc.connection_front import INNER_HOST, ConnectionFront
 from a2a_grpc.connections import GRPC_INT_MAX, connection_options, default_max_connections
 from a2a_grpc.extensions import ExtensionRegistry
@@ -79,7 +79,7 @@ class ServerSettings:
     http_listen: str = defaults.HTTP_LISTEN  # "" serves no HTTP card
     card_path: str | None = None  # None: the demo card
     extended_card_path: str | None = None
-    # PEM private keys that sign both cards (a2a_grpc.card_signing): the first signs, all are in the JWKS
+    # PEM private keys that sign both cards (a2a_grpc.card.signing): the first signs, all are in the JWKS
     card_signing_keys: tuple[str, ...] = ()
     store_url: str = defaults.STORE_URL
     agent: str | None = None  # MODULE:ATTR; None: the echo agent

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from a2a_grpc.card import CardError
+from a2a_grpc.card.model import CardError
 from a2a_grpc.server import A2AServer, ServerSettings
 from a2a_grpc.workers import unshared_store
 

@@ -13,7 +13,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 from google.protobuf import json_format
 from jwt import api_jws
 
-from a2a_grpc.card_canonical import rfc8785_bytes
+from a2a_grpc.card.canonical import rfc8785_bytes
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.signing_keys import PrivateKey, SigningKey
 

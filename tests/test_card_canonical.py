@@ -10,7 +10,7 @@ import pytest
 import rfc8785
 from google.protobuf import json_format
 
-from a2a_grpc.card_canonical import (
+from a2a_grpc.card.canonical import (
     CANONICAL_FORMS,
     CanonicalizationError,
     card_payload,

@@ -26,7 +26,7 @@ from google.protobuf import json_format
 from served_card import card_url, served_card
 
 from a2a_grpc.card import CardError
-from a2a_grpc.card_verification import CardVerifier, UnsignedCardError
+from a2a_grpc.card.verification import CardVerifier, UnsignedCardError
 from a2a_grpc.client import A2AClient, fetch_agent_card
 from a2a_grpc.encoding import json_document
 from a2a_grpc.generated import a2a_pb2

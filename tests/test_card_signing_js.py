@@ -21,7 +21,7 @@ from process import direct_env
 from served_card import base_url, served_card
 from test_js_sdk import JS_DIR, install_sdk
 
-from a2a_grpc.card_verification import CardVerifier
+from a2a_grpc.card.verification import CardVerifier
 from a2a_grpc.client import fetch_agent_card
 from a2a_grpc.encoding import json_document
 

@@ -18,7 +18,7 @@ from process import direct_env
 from sdk_signing_env import SdkUnavailableError, sdk_signing_python
 from served_card import base_url, served_card
 
-from a2a_grpc.card_verification import CardVerifier
+from a2a_grpc.card.verification import CardVerifier
 from a2a_grpc.client import fetch_agent_card
 from a2a_grpc.encoding import json_document
 

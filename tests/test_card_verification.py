@@ -17,8 +17,8 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from jwt import api_jws
 from served_card import card_url, served_card
 
-from a2a_grpc.card_canonical import sdk_1_0_bytes
-from a2a_grpc.card_verification import (
+from a2a_grpc.card.canonical import sdk_1_0_bytes
+from a2a_grpc.card.verification import (
     CardSignatureError,
     CardVerifier,
     InvalidCardSignatureError,

@@ -15,7 +15,7 @@ from google.protobuf import any_pb2
 from google.rpc import error_details_pb2, status_pb2
 from rpc_helpers import TEST_SECONDS, Stub, make_stub
 
-from a2a_grpc.cli_client import describe_error
+from a2a_grpc.client.cli import describe_error
 from a2a_grpc.errors import (
     ERROR_DOMAIN,
     STATUS_DETAILS_KEY,

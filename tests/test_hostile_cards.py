@@ -20,7 +20,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from jwt.algorithms import RSAAlgorithm
 from test_cli_client import a2a_grpc
 
-from a2a_grpc.card_resolution import (
+from a2a_grpc.card.resolution import (
     AgentCardError,
     CardFetchError,
     CardFormatError,
@@ -28,7 +28,7 @@ from a2a_grpc.card_resolution import (
     CardTooLargeError,
     fetch_agent_card,
 )
-from a2a_grpc.card_verification import (
+from a2a_grpc.card.verification import (
     MAX_CARD_SIGNATURES,
     MAX_REASON_CHARS,
     CardVerifier,

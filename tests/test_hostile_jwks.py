@@ -38,7 +38,7 @@ from test_cli_client import a2a_grpc
 
 from a2a_grpc.auth import AuthSettings, JwtSettings
 from a2a_grpc.auth.jwks import StaticKeys
-from a2a_grpc.card_verification import CardVerifier
+from a2a_grpc.card.verification import CardVerifier
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.push import NotificationRejected, NotificationVerifier
 from a2a_grpc.push.sender import SIGNATURE_HEADER

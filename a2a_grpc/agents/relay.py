@@ -18,7 +18,7 @@ import os
 import uuid
 
 from a2a_grpc.agent import EventPublisher, RequestContext
-from a2a_grpc.client import A2AClient, ExtensionPropagator
+from a2a_grpc.client.agent_client import A2AClient, ExtensionPropagator
 from a2a_grpc.errors import A2AError
 from a2a_grpc.ext import timestamp, traceability
 from a2a_grpc.generated import a2a_pb2

@@ -31,7 +31,7 @@ from a2a_grpc.auth.principal import Scheme
 from a2a_grpc.auth.requirements import CardAuthenticator, Needed, Requirement
 from a2a_grpc.auth.settings import Verifiers
 from a2a_grpc.auth.tokens import JwtScheme, JwtVerifier
-from a2a_grpc.card import CardError
+from a2a_grpc.card.model import CardError
 from a2a_grpc.generated import a2a_pb2
 
 TOKEN, JWT, API_KEY, MTLS = "bearer token", "JWT", "API key", "mutual TLS"

@@ -31,7 +31,7 @@ import jsonschema
 from google.protobuf import json_format
 
 from a2a_grpc.agent import RequestContext
-from a2a_grpc.client import A2AClient, CallOptions, Result, text_message
+from a2a_grpc.client.agent_client import A2AClient, CallOptions, Result, text_message
 from a2a_grpc.extensions import Extension
 from a2a_grpc.generated import a2a_pb2
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from google.protobuf import json_format
 
-from a2a_grpc.card import GRPC_BINDING
+from a2a_grpc.card.model import GRPC_BINDING
 from a2a_grpc.encoding import json_document
 from a2a_grpc.generated import a2a_pb2 as v10
 from a2a_grpc.generated.v0_3 import a2a_pb2 as v03

@@ -11,7 +11,7 @@ with the same files. Every call
 carries `a2a-version` and the requested extensions (the client's set, replaced or extended per call,
 plus what a propagator forwards from the call being served); every result carries the extensions the
 server activated; errors are raised as the typed errors of `a2a_grpc.errors`. A `card_verifier`
-(a2a_grpc.card_verification) checks the signatures of the cards the client fetches (`connect`, `get_card`,
+(a2a_grpc.card.verification) checks the signatures of the cards the client fetches (`connect`, `get_card`,
 `get_extended_card`), raising its CardSignatureError (an AgentCardError) for a card its policy refuses.
 """
 
@@ -27,18 +27,10 @@ import grpc
 from google.protobuf import empty_pb2
 
 from a2a_grpc.call import CallContext
-from a2a_grpc.card_resolution import CARD_FETCH_TIMEOUT_SECONDS as CARD_FETCH_TIMEOUT_SECONDS
-from a2a_grpc.card_resolution import AgentCardError as AgentCardError
-from a2a_grpc.card_resolution import card_url as card_url
-from a2a_grpc.card_resolution import fetch_agent_card as fetch_agent_card
-from a2a_grpc.card_resolution import grpc_interface as grpc_interface
-from a2a_grpc.card_resolution import is_card_url as is_card_url
-from a2a_grpc.card_verification import CardVerifier
-from a2a_grpc.client_streams import MAX_RESUME_ATTEMPTS as MAX_RESUME_ATTEMPTS
-from a2a_grpc.client_streams import RESUME_DELAYS_SECONDS as RESUME_DELAYS_SECONDS
-from a2a_grpc.client_streams import EventStream as EventStream
-from a2a_grpc.client_streams import ResumingStream as ResumingStream
-from a2a_grpc.client_streams import StartCall as StartCall
+from a2a_grpc.card.errors import AgentCardError
+from a2a_grpc.card.resolution import CARD_FETCH_TIMEOUT_SECONDS, card_url, fetch_agent_card, grpc_interface, is_card_url
+from a2a_grpc.card.verification import CardVerifier
+from a2a_grpc.client.streams import EventStream, ResumingStream
 from a2a_grpc.extensions import parse_extension_values
 from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
 from a2a_grpc.ids import new_id

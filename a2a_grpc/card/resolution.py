@@ -1,5 +1,5 @@
 """The client's card resolution: fetching the public agent card over HTTP, checking its signature when asked to
-(a2a_grpc.card_verification), and finding its gRPC interface."""
+(a2a_grpc.card.verification), and finding its gRPC interface."""
 
 from __future__ import annotations
 
@@ -9,18 +9,18 @@ from typing import TYPE_CHECKING
 import aiohttp
 from google.protobuf import json_format
 
-from a2a_grpc.card import GRPC_BINDING
-from a2a_grpc.card_errors import AgentCardError as AgentCardError
-from a2a_grpc.card_errors import CardFetchError as CardFetchError
-from a2a_grpc.card_errors import CardFormatError as CardFormatError
-from a2a_grpc.card_errors import CardTimeoutError as CardTimeoutError
-from a2a_grpc.card_errors import CardTooLargeError as CardTooLargeError
+from a2a_grpc.card.errors import AgentCardError as AgentCardError
+from a2a_grpc.card.errors import CardFetchError as CardFetchError
+from a2a_grpc.card.errors import CardFormatError as CardFormatError
+from a2a_grpc.card.errors import CardTimeoutError as CardTimeoutError
+from a2a_grpc.card.errors import CardTooLargeError as CardTooLargeError
+from a2a_grpc.card.model import GRPC_BINDING
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.protocol import AGENT_CARD_PATH
 from a2a_grpc.tls import ClientTLS
 
 if TYPE_CHECKING:
-    from a2a_grpc.card_verification import CardVerdict, CardVerifier
+    from a2a_grpc.card.verification import CardVerdict, CardVerifier
 
 CARD_FETCH_TIMEOUT_SECONDS = 10.0
 MAX_CARD_BYTES = 1024 * 1024  # a card is a few kilobytes; a bigger body is refused as it arrives

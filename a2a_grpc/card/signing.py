@@ -1,7 +1,7 @@
 """Signing the agent cards the server serves (`--card-signing-key`).
 
 Each card gets one signature (`AgentCard.signatures`): a JWS (RFC 7515) over the card's canonical bytes
-(a2a_grpc.card_canonical), compact, with the payload left out. Its protected header names `alg`, `kid` (the
+(a2a_grpc.card.canonical), compact, with the payload left out. Its protected header names `alg`, `kid` (the
 key's RFC 7638 thumbprint), `jku` (the JWKS the HTTP port serves, with the key in it) and `typ` `JOSE`. The
 first key signs; every key is published, so the next key can sign after a restart while clients that cached
 the JWKS still verify the cards the previous one signed.
@@ -17,8 +17,8 @@ from collections.abc import Sequence
 
 from jwt import api_jws
 
-from a2a_grpc.card import CardError, load_card
-from a2a_grpc.card_canonical import rfc8785_bytes
+from a2a_grpc.card.canonical import rfc8785_bytes
+from a2a_grpc.card.model import CardError, load_card
 from a2a_grpc.encoding import json_document
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.signing_keys import SigningKey, load_signing_keys

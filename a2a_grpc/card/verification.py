@@ -11,7 +11,7 @@ keys at all, when it is the card's own origin (`same_origin_jku`); a `jku` anywh
 caller gives pin the signer: a card that the keys of its own origin verify proves no more than that origin does. Refused whatever the key: `alg` none, HMAC algorithms (a shared secret shows
 nothing of who issued a card), an algorithm its key's type cannot use, an RSA key under 2048 bits, and any `crit`
 header (this verifier knows no JWS extension). The signed bytes may be either canonical form of
-a2a_grpc.card_canonical. A card of more than MAX_CARD_SIGNATURES signatures is refused unread, and one
+a2a_grpc.card.canonical. A card of more than MAX_CARD_SIGNATURES signatures is refused unread, and one
 verification, all its key fetches together, has one time budget (CardTimeoutError past it).
 """
 
@@ -49,8 +49,8 @@ from a2a_grpc.auth.jwks import (
     trust_store,
     weakness,
 )
-from a2a_grpc.card_canonical import CANONICAL_FORMS, RFC_8785, CanonicalizationError
-from a2a_grpc.card_errors import AgentCardError, CardTimeoutError
+from a2a_grpc.card.canonical import CANONICAL_FORMS, RFC_8785, CanonicalizationError
+from a2a_grpc.card.errors import AgentCardError, CardTimeoutError
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.signing_keys import b64url
 from a2a_grpc.tls import ClientTLS

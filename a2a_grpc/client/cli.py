@@ -18,9 +18,10 @@ from typing import Any
 from google.protobuf.message import Message as ProtoMessage
 
 from a2a_grpc import setting_types
-from a2a_grpc.card_resolution import CARD_FETCH_TIMEOUT_SECONDS, fetch_verified_card
-from a2a_grpc.card_verification import CardVerifier
-from a2a_grpc.client import A2AClient, AgentCardError, is_card_url, text_message
+from a2a_grpc.card.errors import AgentCardError
+from a2a_grpc.card.resolution import CARD_FETCH_TIMEOUT_SECONDS, fetch_verified_card, is_card_url
+from a2a_grpc.card.verification import CardVerifier
+from a2a_grpc.client.agent_client import A2AClient, text_message
 from a2a_grpc.encoding import json_document
 from a2a_grpc.errors import A2AError
 from a2a_grpc.generated import a2a_pb2

@@ -1,4 +1,4 @@
-"""What the client's card resolution (a2a_grpc.card_resolution) and verification (a2a_grpc.card_verification)
+"""What the client's card resolution (a2a_grpc.card.resolution) and verification (a2a_grpc.card.verification)
 raise: an AgentCardError, of a kind that says which step failed."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 class AgentCardError(Exception):
     """The agent card could not be fetched, parsed, or has no gRPC interface (or, when checked, its signature
-    does not verify: a2a_grpc.card_verification.CardSignatureError)."""
+    does not verify: a2a_grpc.card.verification.CardSignatureError)."""
 
 
 class CardFetchError(AgentCardError):

@@ -15,7 +15,7 @@ from email.utils import format_datetime
 
 from aiohttp import web
 
-from a2a_grpc.card import card_json
+from a2a_grpc.card.model import card_json
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.v0_3.card import merged_document
 
