@@ -22,6 +22,18 @@ from a2a_grpc.extensions import Extension
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.ids import new_id
 
+__all__ = [
+    "AgentContractError",
+    "AgentExecutor",
+    "EventPublisher",
+    "ExtensionNotActiveError",
+    "PublisherError",
+    "RequestContext",
+    "TaskLimitError",
+    "check_agent",
+    "declared_extensions",
+]
+
 TaskState = a2a_pb2.TaskState
 
 

@@ -17,6 +17,17 @@ from a2a_grpc.errors import Metadata
 from a2a_grpc.settings.defaults import MAX_EXTENSION_PAYLOAD_BYTES as MAX_EXTENSION_PAYLOAD_BYTES
 from a2a_grpc.wire import EXTENSIONS_HEADER
 
+__all__ = [
+    "MAX_EXTENSION_URI_LENGTH",
+    "Extension",
+    "ExtensionPayload",
+    "ExtensionRegistry",
+    "Negotiation",
+    "extension_header_values",
+    "oversized_payloads",
+    "parse_extension_values",
+]
+
 if TYPE_CHECKING:
     from a2a_grpc.generated import a2a_pb2
 

@@ -55,6 +55,19 @@ from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.signing_keys import b64url
 from a2a_grpc.tls import ClientTLS
 
+__all__ = [
+    "MAX_CARD_SIGNATURES",
+    "SIGNATURE_ALGORITHMS",
+    "CardPolicy",
+    "CardSignatureError",
+    "CardVerdict",
+    "CardVerifier",
+    "InvalidCardSignatureError",
+    "UnsignedCardError",
+    "UntrustedCardKeyError",
+    "read_key_file",
+]
+
 SIGNATURE_ALGORITHMS = RSA_ALGORITHMS | frozenset(EC_ALGORITHMS.values()) | OKP_ALGORITHMS
 Keys = Mapping[str, VerificationKey]  # by kid; "" for a PEM key, which stands for any kid
 # A card is signed once, or a few times while its keys rotate: more signatures are refused unread, so a card cannot

@@ -17,6 +17,15 @@ from a2a_grpc.agent import RequestContext
 from a2a_grpc.extensions import Extension
 from a2a_grpc.generated import a2a_pb2
 
+__all__ = [
+    "EXTENSION",
+    "METADATA_KEY",
+    "URI",
+    "rfc3339",
+    "stamp",
+    "timestamp_of",
+]
+
 _CORE_PATH = "github.com/a2aproject/a2a-samples/extensions/timestamp/v1"
 URI = f"https://{_CORE_PATH}"
 METADATA_KEY = f"{_CORE_PATH}/timestamp"

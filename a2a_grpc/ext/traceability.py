@@ -35,6 +35,18 @@ from a2a_grpc.client.agent_client import A2AClient, CallOptions, Result, text_me
 from a2a_grpc.extensions import Extension
 from a2a_grpc.generated import a2a_pb2
 
+__all__ = [
+    "EXTENSION",
+    "METADATA_KEY",
+    "TRACE_SCHEMA",
+    "URI",
+    "CallType",
+    "Step",
+    "Trace",
+    "Tracer",
+    "find_trace",
+]
+
 _CORE_PATH = "github.com/a2aproject/a2a-samples/extensions/traceability/v1"
 URI = f"https://{_CORE_PATH}"
 METADATA_KEY = f"{_CORE_PATH}/traceability"
