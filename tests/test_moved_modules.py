@@ -12,17 +12,12 @@ def test_an_old_module_name_is_the_moved_module(old_name: str, new_name: str) ->
     assert importlib.import_module(old_name) is importlib.import_module(new_name)
 
 
-def test_names_imported_from_an_old_module_are_the_packages_names() -> None:
+def test_names_read_from_an_old_module_are_the_packages_names() -> None:
     from a2a_grpc.card import AgentCardError
-    from a2a_grpc.card_errors import AgentCardError as OldAgentCardError
-    from a2a_grpc.card_verification import CardVerifier
-    from a2a_grpc.client import A2AClient
-    from a2a_grpc.client_streams import EventStream
 
-    assert OldAgentCardError is AgentCardError
-    assert CardVerifier.__module__ == "a2a_grpc.card.verification"
-    assert EventStream.__module__ == "a2a_grpc.client.streams"
-    assert A2AClient.__module__ == "a2a_grpc.client.agent_client"
+    assert importlib.import_module("a2a_grpc.card_errors").AgentCardError is AgentCardError
+    assert importlib.import_module("a2a_grpc.card_verification").CardVerifier.__module__ == "a2a_grpc.card.verification"
+    assert importlib.import_module("a2a_grpc.client_streams").EventStream.__module__ == "a2a_grpc.client.streams"
 
 
 def test_a_name_that_never_was_a_module_is_still_not_found() -> None:

@@ -19,8 +19,9 @@ import grpc
 from a2a_grpc.errors import A2AError, Metadata
 from a2a_grpc.extensions import ExtensionRegistry
 from a2a_grpc.interceptors.server.declared import CardSource, declared_extensions
-from a2a_grpc.interceptors.server.extensions import ExtensionNegotiator, echo_metadata
+from a2a_grpc.interceptors.server.extensions import MAX_EXTENSIONS_PER_CALL, ExtensionNegotiator, echo_metadata
 from a2a_grpc.interceptors.server.face_rules import FACE_RULES, FaceRules
+from a2a_grpc.settings.defaults import ECHO_UNARY_HEADERS, MISSING_VERSION_MEANS
 
 Echo = tuple[tuple[str, str], ...]  # the response metadata that echoes the activated extensions
 # (the handler, the extensions it activated, their echo, whether unary calls echo in the headers too) -> a handler
@@ -143,3 +144,38 @@ def with_echo(metadata: Metadata, echo: Echo) -> Metadata:
     if any(key == name for key, _ in metadata):
         return metadata
     return (*echo, *metadata)
+
+
+class StandardChecks:
+    """What both standard interceptors (asyncio and sync) are made of: the settings they take, and the admission
+    those make, whose handlers are of the kind `_handlers` gives."""
+
+    def __init__(
+        self,
+        *,
+        card: CardSource | None = None,
+        extensions: Iterable[tuple[str, bool]] | None = None,
+        missing_version_means: str = MISSING_VERSION_MEANS,
+        echo_unary_headers: bool = ECHO_UNARY_HEADERS,
+        max_extensions_per_call: int = MAX_EXTENSIONS_PER_CALL,
+    ) -> None:
+        accept, refuse = self._handlers()
+        self._admission = StandardAdmission(
+            accept,
+            refuse,
+            card=card,
+            extensions=extensions,
+            missing_version_means=missing_version_means,
+            echo_unary_headers=echo_unary_headers,
+            max_extensions_per_call=max_extensions_per_call,
+        )
+
+    @staticmethod
+    def _handlers() -> tuple[Accept, Refuse]:
+        """How an accepted call's handler is wrapped, and how a refused call's is made."""
+        raise NotImplementedError
+
+    @property
+    def declared(self) -> tuple[tuple[str, bool], ...]:
+        """The (uri, required) pairs enforced."""
+        return self._admission.declared

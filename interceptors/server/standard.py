@@ -12,18 +12,15 @@ chain's own `abort`. The servicer's context is never touched once its call is ov
 from __future__ import annotations
 
 import inspect
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import grpc
 
 from a2a_grpc.errors import A2AError, Metadata
-from a2a_grpc.interceptors.server.admission import Echo, StandardAdmission, activate, with_echo
-from a2a_grpc.interceptors.server.declared import CardSource
+from a2a_grpc.interceptors.server.admission import Accept, Echo, Refuse, StandardChecks, activate, with_echo
 from a2a_grpc.interceptors.server.errors import abort
-from a2a_grpc.interceptors.server.extensions import MAX_EXTENSIONS_PER_CALL
 from a2a_grpc.interceptors.server.standard_sync import accept_sync
-from a2a_grpc.settings.defaults import ECHO_UNARY_HEADERS, MISSING_VERSION_MEANS
 
 Behaviour = Callable[[Any, Any], Any]
 
@@ -142,7 +139,7 @@ def refuse(handler: grpc.RpcMethodHandler, error: A2AError) -> grpc.RpcMethodHan
     return grpc.unary_unary_rpc_method_handler(refused)
 
 
-class A2AServerInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
+class A2AServerInterceptor(StandardChecks, grpc.aio.ServerInterceptor):  # type: ignore[misc]
     """Checks every call to an A2A service (`lf.a2a.v1.A2AService`, and the 0.3 `a2a.v1.A2AService`) of a grpc.aio
     server as `a2a-grpc serve` does: its `a2a-version` (VERSION_NOT_SUPPORTED), then its `a2a-extensions` against
     what `card` (a ProtoJSON file's path, a ProtoJSON dict or an AgentCard message) or `extensions` ((uri, required)
@@ -152,29 +149,9 @@ class A2AServerInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
     returns in its servicer method. Calls to other services (health, reflection, yours) pass untouched.
     See docs/interceptors.md."""
 
-    def __init__(
-        self,
-        *,
-        card: CardSource | None = None,
-        extensions: Iterable[tuple[str, bool]] | None = None,
-        missing_version_means: str = MISSING_VERSION_MEANS,
-        echo_unary_headers: bool = ECHO_UNARY_HEADERS,
-        max_extensions_per_call: int = MAX_EXTENSIONS_PER_CALL,
-    ) -> None:
-        self._admission = StandardAdmission(
-            accept,
-            refuse,
-            card=card,
-            extensions=extensions,
-            missing_version_means=missing_version_means,
-            echo_unary_headers=echo_unary_headers,
-            max_extensions_per_call=max_extensions_per_call,
-        )
-
-    @property
-    def declared(self) -> tuple[tuple[str, bool], ...]:
-        """The (uri, required) pairs enforced."""
-        return self._admission.declared
+    @staticmethod
+    def _handlers() -> tuple[Accept, Refuse]:
+        return accept, refuse
 
     async def intercept_service(
         self,

@@ -17,15 +17,14 @@ import grpc
 
 from a2a_grpc.errors import A2AError, Metadata, status_message, status_trailers
 from a2a_grpc.interceptors.server.admission import (
+    Accept,
     Echo,
-    StandardAdmission,
+    Refuse,
+    StandardChecks,
     activate,
     deactivate,
     with_echo,
 )
-from a2a_grpc.interceptors.server.declared import CardSource
-from a2a_grpc.interceptors.server.extensions import MAX_EXTENSIONS_PER_CALL
-from a2a_grpc.settings.defaults import ECHO_UNARY_HEADERS, MISSING_VERSION_MEANS
 
 _DONE = object()
 
@@ -144,7 +143,7 @@ def refuse_sync(handler: grpc.RpcMethodHandler, error: A2AError) -> grpc.RpcMeth
     return grpc.unary_unary_rpc_method_handler(refuse)
 
 
-class A2ASyncServerInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]
+class A2ASyncServerInterceptor(StandardChecks, grpc.ServerInterceptor):  # type: ignore[misc]
     """Checks every call to an A2A service (`lf.a2a.v1.A2AService`, and the 0.3 `a2a.v1.A2AService`) of a sync
     `grpc.server` as `a2a-grpc serve` does: its `a2a-version` (VERSION_NOT_SUPPORTED), then its `a2a-extensions`
     against what `card` (a ProtoJSON file's path, a ProtoJSON dict or an AgentCard message) or `extensions`
@@ -153,29 +152,9 @@ class A2ASyncServerInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]
     `activated_extensions()` returns in its servicer method. Calls to other services pass untouched.
     See docs/interceptors.md."""
 
-    def __init__(
-        self,
-        *,
-        card: CardSource | None = None,
-        extensions: Iterable[tuple[str, bool]] | None = None,
-        missing_version_means: str = MISSING_VERSION_MEANS,
-        echo_unary_headers: bool = ECHO_UNARY_HEADERS,
-        max_extensions_per_call: int = MAX_EXTENSIONS_PER_CALL,
-    ) -> None:
-        self._admission = StandardAdmission(
-            accept_sync,
-            refuse_sync,
-            card=card,
-            extensions=extensions,
-            missing_version_means=missing_version_means,
-            echo_unary_headers=echo_unary_headers,
-            max_extensions_per_call=max_extensions_per_call,
-        )
-
-    @property
-    def declared(self) -> tuple[tuple[str, bool], ...]:
-        """The (uri, required) pairs enforced."""
-        return self._admission.declared
+    @staticmethod
+    def _handlers() -> tuple[Accept, Refuse]:
+        return accept_sync, refuse_sync
 
     def intercept_service(
         self,
