@@ -30,7 +30,7 @@ from a2a_grpc.agent import AgentExecutor
 from a2a_grpc.client import A2AClient
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server import A2AServer, ServerSettings
-from a2a_grpc.store import MemoryStore, TaskStore
+from a2a_grpc.store import TaskStore
 
 __all__ = ["LOOPBACK", "AgentTestServer"]
 
@@ -43,25 +43,29 @@ Card = a2a_pb2.AgentCard | Mapping[str, Any] | str | Path
 class AgentTestServer:
     """`agent` served on 127.0.0.1 for the length of an `async with` block; the block gets this object.
 
-    `card`: the agent card, as an `AgentCard`, a ProtoJSON dict or the path of a JSON file (None: the card the
-    server serves without `--card`). `settings`: a `ServerSettings` for anything else (its addresses are
-    replaced: gRPC on a free loopback port, the HTTP card port too unless `http_listen` is empty, as it is by
-    default). `store`: a `TaskStore` (a fresh `MemoryStore` by default). `interceptors`: grpc.aio server
-    interceptors around the servicer, as `A2AServer` takes them. `extensions`: the URIs `client` requests on
-    every call (one call can replace them: `client.send_message(..., extensions=[])`). `client_options`: any
-    other `A2AClient` keyword for `client` (e.g. `timeout`, `headers`).
+    `agent`: None serves the settings' `agent` (MODULE:ATTR; the echo agent by default). `card`: the agent
+    card, as an `AgentCard`, a ProtoJSON dict or the path of a JSON file (None: the card the server serves
+    without `--card`). `settings`: a `ServerSettings` for anything else (its addresses are replaced: gRPC on
+    a free loopback port, the HTTP card port too unless `http_listen` is empty, as it is by default).
+    `store`: a `TaskStore`, or a store URL (`memory`, the default, `sqlite:///PATH`, `postgresql://...`) that
+    replaces the settings' `store_url`. `interceptors`: grpc.aio server interceptors around the servicer, as
+    `A2AServer` takes them. `extensions`: the URIs `client` requests on every call (one call can replace
+    them: `client.send_message(..., extensions=[])`). `client_options`: any other `A2AClient` keyword for
+    `client` (e.g. `timeout`, `headers`). `grace_seconds`: what calls still in flight when the block ends get
+    to finish (the clients are closed first, so only other callers' calls can be).
     """
 
     def __init__(
         self,
-        agent: AgentExecutor,
+        agent: AgentExecutor | None,
         *,
         card: Card | None = None,
         settings: ServerSettings | None = None,
-        store: TaskStore | None = None,
+        store: TaskStore | str = "memory",
         interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
         extensions: Iterable[str] = (),
         client_options: Mapping[str, Any] | None = None,
+        grace_seconds: float = STOP_GRACE_SECONDS,
     ) -> None:
         self.agent = agent
         self._card = card
@@ -69,6 +73,7 @@ class AgentTestServer:
         self._store = store
         self._interceptors = tuple(interceptors)
         self._client_settings = {"extensions": tuple(extensions), **(client_options or {})}
+        self._grace_seconds = grace_seconds
         self._server: A2AServer | None = None
         self._client: A2AClient | None = None
         self._exit = contextlib.AsyncExitStack()
@@ -119,15 +124,17 @@ class AgentTestServer:
 
     async def _start(self) -> None:
         settings = dataclasses.replace(self._settings, listen=f"{LOOPBACK}:0")
+        if isinstance(self._store, str):
+            settings.store_url = self._store
         if settings.http_listen:
             settings.http_listen = f"{LOOPBACK}:0"
         if self._card is not None:
             folder = Path(self._exit.enter_context(tempfile.TemporaryDirectory(prefix="a2a-grpc-test-")))
             settings.card_path = str(_card_file(self._card, folder))
-        store = self._store if self._store is not None else MemoryStore()
+        store = None if isinstance(self._store, str) else self._store
         server = A2AServer(settings, self.agent, store, interceptors=self._interceptors)
         await server.start()
-        self._exit.push_async_callback(server.stop, STOP_GRACE_SECONDS)
+        self._exit.push_async_callback(server.stop, self._grace_seconds)
         self._server = server
         self._client = self.connect(**self._client_settings)
 
