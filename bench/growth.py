@@ -29,7 +29,6 @@ import random
 import signal
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -38,12 +37,11 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
 from bench import growth_load
+from bench.launch import SERVE, NotServing, free_port, wait_serving
 from bench.measure import percentile
-from bench.pg_cluster import free_port
 from bench.procs import pin
 
 V1 = (("a2a-version", "1.0"),)
@@ -69,7 +67,6 @@ STARTS = 3
 STOP_SECONDS = 30.0
 MEMORY_LOAD_CONCURRENCY = 32
 MEMORY_LOAD_SECONDS = 1800.0
-SERVE = (sys.executable, "-m", "a2a_grpc.cli", "serve")
 
 
 class GrowthServer:
@@ -92,17 +89,11 @@ class GrowthServer:
             raise
 
     def _wait_serving(self, began: float) -> None:
-        request = health_pb2.HealthCheckRequest()
-        with grpc.insecure_channel(self.target) as channel:
-            health = health_pb2_grpc.HealthStub(channel)
-            while time.monotonic() - began < START_SECONDS:
-                if self.process.poll() is not None:
-                    raise RuntimeError(f"a2a-grpc serve exited with {self.process.returncode}: {self.log_tail()}")
-                with contextlib.suppress(grpc.RpcError):
-                    if health.Check(request, timeout=1.0).status == health_pb2.HealthCheckResponse.SERVING:
-                        return
-                time.sleep(0.01)
-        raise RuntimeError(f"a2a-grpc serve did not serve within {START_SECONDS:.0f} s: {self.log_tail()}")
+        left = START_SECONDS - (time.monotonic() - began)
+        try:  # asked often: the time to SERVING is one of the figures
+            wait_serving(self.process, self.target, left, self.log_tail, poll_seconds=0.01)
+        except NotServing as error:
+            raise NotServing(f"a2a-grpc serve: {error}") from None
 
     def log_tail(self, chars: int = 2000) -> str:
         self._stderr.flush()

@@ -21,7 +21,6 @@ import re
 import shlex
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -77,13 +76,6 @@ def find_bindir() -> Path | None:
 def not_found_reason() -> str:
     looked = [f"{DEBIAN_ROOT}/<version>/bin", "pg_config --bindir", "PATH"]
     return f"PostgreSQL server binaries not found (looked in {', '.join(looked)}); install Debian's postgresql package"
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 class PgCluster:
@@ -152,6 +144,9 @@ class PgCluster:
         try:
             initdb = [str(self.bindir / "initdb"), "-D", str(self.data), "-U", "postgres", "-A", "trust"]
             self._run([*initdb, "-E", "UTF8", "--no-locale", "--no-sync", "--no-instructions"], "initdb")
+            # imported here: `python3 tests/pg_cluster.py` runs this file with the system Python, bench not importable
+            from bench.launch import free_port
+
             for attempt in range(3):  # the free port may be taken between free_port() and the bind
                 self.port = free_port()
                 settings = {

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import json
+import contextlib
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
@@ -17,6 +17,7 @@ from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
 from a2a_grpc.push.service import PushSettings
 from a2a_grpc.server import A2AServer, ServerSettings
 from a2a_grpc.store import MemoryStore, PostgresStore, SqliteStore, TaskStore
+from a2a_grpc.testing import AgentTestServer
 from bench.pg_cluster import PgCluster, PostgresUnavailable, fresh_database, start_cluster
 
 if TYPE_CHECKING:
@@ -43,44 +44,36 @@ DEAD_HOOK = "http://127.0.0.1:9/hook"
 
 
 @pytest.fixture
-async def start_server(tmp_path: Path) -> AsyncIterator[StartServer]:
-    """Start servers on free loopback ports; all are stopped after the test.
+async def start_server() -> AsyncIterator[StartServer]:
+    """Start servers on free loopback ports (a2a_grpc.testing.AgentTestServer); all are stopped after the test.
 
-    `card` is a dict (ProtoJSON) written to a file, `agent` an executor instance, `store_url` a store
-    URL (memory by default); any other keyword is a ServerSettings field.
+    `card` is a dict (ProtoJSON), `agent` an executor instance, `store_url` a store URL (memory by default);
+    any other keyword is a ServerSettings field.
     """
-    servers: list[A2AServer] = []
+    async with contextlib.AsyncExitStack() as servers:
 
-    async def start(
-        *,
-        card: dict[str, Any] | None = None,
-        agent: AgentExecutor | None = None,
-        store_url: str = "memory",
-        **settings: Any,
-    ) -> A2AServer:
-        card_path = tmp_path / f"card-{len(servers)}.json"
-        card_path.write_text(json.dumps(card if card is not None else BASE_CARD))
-        settings.setdefault("push", LOOPBACK_PUSH)
-        # tests of refusals send many bad credentials in a row: the throttle on failed authentication is
-        # tested on its own (test_limits.py)
-        settings.setdefault("max_auth_failures_per_second", 0)
-        server = A2AServer(
-            ServerSettings(
-                listen="127.0.0.1:0",
-                http_listen="127.0.0.1:0",
-                card_path=str(card_path),
-                store_url=store_url,
-                **settings,
-            ),
-            agent=agent,
-        )
-        await server.start()
-        servers.append(server)
-        return server
+        async def start(
+            *,
+            card: dict[str, Any] | None = None,
+            agent: AgentExecutor | None = None,
+            store_url: str = "memory",
+            **settings: Any,
+        ) -> A2AServer:
+            settings.setdefault("push", LOOPBACK_PUSH)
+            # tests of refusals send many bad credentials in a row: the throttle on failed authentication is
+            # tested on its own (test_limits.py)
+            settings.setdefault("max_auth_failures_per_second", 0)
+            settings.setdefault("http_listen", "127.0.0.1:0")
+            served = AgentTestServer(
+                agent,
+                card=card if card is not None else BASE_CARD,
+                settings=ServerSettings(**settings),
+                store=store_url,
+                grace_seconds=0,
+            )
+            return (await servers.enter_async_context(served)).server
 
-    yield start
-    for server in servers:
-        await server.stop(0)
+        yield start
 
 
 @pytest.fixture

@@ -1,4 +1,5 @@
-"""`a2a-grpc serve` as a child process on free loopback ports, for tests of the process as a whole.
+"""`a2a-grpc serve` as a child process on free loopback ports, for tests of the process as a whole (on the
+start-up code the bench shares, bench/launch.py).
 
 `serve_process(...)` starts the server, waits until grpc.health.v1 says SERVING and always ends the
 process (SIGKILL if the test has not stopped it); its stdout and stderr go to files so a test can read
@@ -11,9 +12,7 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -25,16 +24,21 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1 import health_pb2
 
 from a2a_grpc.agent import EventPublisher, RequestContext
 from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
+from bench.launch import REPO as REPO
+from bench.launch import SERVE as SERVE
+from bench.launch import SERVING as SERVING
+from bench.launch import NotServing
+from bench.launch import child_env as child_env
+from bench.launch import free_port as free_port
+from bench.launch import health_status as health_status
+from bench.launch import wait_serving as wait_until_serving
 
-REPO = Path(__file__).resolve().parent.parent
-SERVE = (sys.executable, "-m", "a2a_grpc.cli", "serve")
 START_SECONDS = 30.0
 EXIT_SECONDS = 30.0
-SERVING = health_pb2.HealthCheckResponse.SERVING
 NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
 V1 = (("a2a-version", "1.0"),)
 CALL_SECONDS = 30.0
@@ -74,14 +78,6 @@ def http_get(url: str, headers: dict[str, str] | None = None, method: str = "GET
             return Reply(error.code, error.headers, error.read())
 
 
-def free_port() -> int:
-    """A loopback port nothing listens on right now (bound to port 0 and released)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 @dataclass(frozen=True)
 class Ports:
     grpc: int
@@ -113,15 +109,6 @@ def direct_env() -> dict[str, str]:
     """This environment without proxy settings: a client process the tests run calls loopback servers only, and a
     proxy named in the environment would carry that traffic off the machine."""
     return {key: value for key, value in os.environ.items() if key.lower() not in PROXY_VARIABLES}
-
-
-def child_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    """This environment without any A2A_GRPC_* setting, the repository importable, plus `extra`."""
-    env = {key: value for key, value in os.environ.items() if not key.startswith("A2A_GRPC_")}
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
-    env["PYTHONUNBUFFERED"] = "1"
-    env.update(extra or {})
-    return env
 
 
 @dataclass
@@ -165,18 +152,6 @@ class ServerProcess:
         self.process.wait(EXIT_SECONDS)
 
 
-def health_status(
-    target: str, service: str = "", timeout: float = 1.0, credentials: grpc.ChannelCredentials | None = None
-) -> int:
-    """grpc.health.v1 Check of `service`; over TLS with `credentials`."""
-    secure = credentials is not None
-    with grpc.secure_channel(target, credentials) if secure else grpc.insecure_channel(target) as channel:
-        check = health_pb2_grpc.HealthStub(channel).Check
-        response = check(health_pb2.HealthCheckRequest(service=service), timeout=timeout)
-        status: int = response.status
-        return status
-
-
 def text_message(text: str) -> a2a_pb2.Message:
     return a2a_pb2.Message(
         message_id=f"m-{time.monotonic_ns()}", role=a2a_pb2.ROLE_USER, parts=[a2a_pb2.Part(text=text)]
@@ -205,17 +180,7 @@ def get_task(target: str, task_id: str, timeout: float = CALL_SECONDS) -> a2a_pb
 def wait_serving(
     server: ServerProcess, timeout: float = START_SECONDS, credentials: grpc.ChannelCredentials | None = None
 ) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if server.process.poll() is not None:
-            raise AssertionError(f"server exited with {server.process.returncode}; stderr:\n{server.stderr}")
-        try:
-            if health_status(server.grpc_target, timeout=0.5, credentials=credentials) == SERVING:
-                return
-        except grpc.RpcError:
-            pass
-        time.sleep(0.05)
-    raise AssertionError(f"server not SERVING within {timeout}s; stderr:\n{server.stderr}")
+    wait_until_serving(server.process, server.grpc_target, timeout, lambda: server.stderr, credentials)
 
 
 def launch(
@@ -271,7 +236,7 @@ def serve_process(
         try:
             wait_serving(server, credentials=credentials)
             break
-        except AssertionError:
+        except NotServing:
             server.kill()
             if attempt == attempts or " in use" not in server.stderr:
                 raise

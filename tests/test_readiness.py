@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import shlex
-import socket
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -17,12 +16,14 @@ import pytest
 from agents import PacedAgent
 from conftest import V1, StartServer, send_request, started_cluster
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+from process import free_port
 from rpc_helpers import TEST_SECONDS, make_stub
 
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.protocol import SERVICE_NAME
 from a2a_grpc.server import LIVENESS_SERVICE, A2AServer, ServerSettings
 from a2a_grpc.store import MemoryStore, SqliteStore, StoreError
+from a2a_grpc.testing import AgentTestServer
 from bench.pg_cluster import PgCluster
 
 SERVING = health_pb2.HealthCheckResponse.SERVING
@@ -71,22 +72,11 @@ async def wait_for_health(channel: grpc.aio.Channel, wanted: list[int], seconds:
             await asyncio.sleep(0.02)
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 @contextlib.asynccontextmanager
 async def serving(store: MemoryStore, **settings: Any) -> AsyncIterator[A2AServer]:
-    settings.setdefault("listen", "127.0.0.1:0")
-    server = A2AServer(ServerSettings(http_listen="", store_url="memory", **settings), store=store)
-    await server.start()
-    try:
-        yield server
-    finally:
-        await server.stop(0)
+    chosen = ServerSettings(http_listen="", **settings)
+    async with AgentTestServer(None, settings=chosen, store=store, grace_seconds=0) as served:
+        yield served.server
 
 
 async def test_nothing_answers_serving_before_the_store_is_open_and_migrated() -> None:

@@ -5,33 +5,19 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import subprocess
-import sys
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import grpc
-from grpc_health.v1 import health_pb2, health_pb2_grpc
-
+from bench.launch import REPO, SERVE, NotServing, child_env, free_port, wait_serving
 from bench.procs import rss_bytes
 
-REPO = Path(__file__).resolve().parents[2]
 AGENT = "bench.chaos.agent:ChaosAgent"
 START_SECONDS = 60.0
 STOP_SECONDS = 15.0
-SERVING = health_pb2.HealthCheckResponse.SERVING
 # What no server may ever write: a traceback is an exception nobody handled.
 UNHANDLED = re.compile(r"^Traceback \(most recent call last\)|Fatal Python error|Segmentation fault", re.MULTILINE)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 @dataclass
@@ -69,38 +55,31 @@ class Server:
 
     def argv(self) -> list[str]:
         listen = ["--listen", self.target, "--http-listen", f"127.0.0.1:{self.http_port}"]
-        return [sys.executable, "-m", "a2a_grpc.cli", "serve", *listen, "--agent", self.agent, *self.flags]
+        return [*SERVE, *listen, "--agent", self.agent, *self.flags]
 
     def start(self) -> None:
         self.starts += 1
-        env = {key: value for key, value in os.environ.items() if not key.startswith("A2A_GRPC_")}
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
-        env.update(self.env)
         with self.log.open("ab") as log:
             log.write(f"---- start {self.starts}: {' '.join(self.argv()[1:])}\n".encode())
             log.flush()
             self.process = subprocess.Popen(
-                self.argv(), cwd=REPO, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True
+                self.argv(),
+                cwd=REPO,
+                env=child_env(self.env),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                start_new_session=True,
             )
         self.wait_serving(START_SECONDS)
 
     def wait_serving(self, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process is not None and self.process.poll() is not None:
-                raise RuntimeError(f"{self.name} exited with {self.process.returncode}: {self.tail()}")
-            if self.serving():
-                return
-            time.sleep(0.1)
-        raise RuntimeError(f"{self.name} is not SERVING after {timeout:g} s: {self.tail()}")
-
-    def serving(self, timeout: float = 1.0) -> bool:
-        with grpc.insecure_channel(self.target) as channel:
-            try:
-                answer = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=timeout)
-            except grpc.RpcError:
-                return False
-        return bool(answer.status == SERVING)
+        """Until it says SERVING; NotServing (a RuntimeError) naming it when it exits or `timeout` passes."""
+        assert self.process is not None
+        try:
+            wait_serving(self.process, self.target, timeout, self.tail)
+        except NotServing as error:
+            raise NotServing(f"{self.name}: {error}") from None
 
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None
