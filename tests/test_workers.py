@@ -262,7 +262,10 @@ def test_a_port_in_use_is_refused_by_the_parent(tmp_path: Path) -> None:
         target = f"127.0.0.1:{taken.getsockname()[1]}"
         done = run_serve(["--workers", "2", "--store", "postgresql://nowhere/db", "--listen", target], cwd=tmp_path)
     assert done.returncode == 1
-    assert done.stderr.splitlines() == [f"a2a-grpc: cannot listen on {target}: Address already in use"]
+    assert done.stderr.splitlines() == [
+        f"a2a-grpc: cannot listen on {target}: address already in use (another process holds it: choose another port "
+        "with --listen HOST:PORT)"
+    ]
 
 
 def test_workers_that_keep_dying_make_the_parent_give_up(tmp_path: Path) -> None:
