@@ -25,6 +25,7 @@ from conftest import BASE_CARD, V1, StartServer, send_request
 from process import direct_env, free_port, run_serve
 
 from a2a_grpc.generated import a2a_pb2_grpc
+from a2a_grpc.store.postgres_common import address_of
 
 REQUIRED = "https://example.com/ext/required/v1"
 CARD: dict[str, Any] = {
@@ -124,6 +125,25 @@ def test_a_refused_store_connection_names_host_and_port_not_the_password(tmp_pat
     assert done.returncode == 1
     assert line.startswith(f"a2a-grpc: cannot open the task store at 127.0.0.1:{port}: "), line
     assert "s3cretPW" not in done.stderr and "app:" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("url", "named"),
+    [
+        ("postgresql://app:s3cretPW@db.internal:6432/a2a", "db.internal:6432"),
+        ("postgresql://app:s3cret%40PW@db.internal/a2a", "db.internal:5432"),
+        ("postgresql://app@h1:6000,h2/a2a?port=7000", "h1:6000,h2:7000"),
+        ("postgresql://app@[::1]/a2a", "[::1]:5432"),
+        ("postgresql:///a2a?host=/run/postgresql&port=6000", "/run/postgresql:6000"),
+        ("postgresql://app:s3c?retPW@db.internal/a2a", "an address the URL does not make clear"),
+    ],
+)
+def test_the_store_address_names_host_and_port_never_the_user_or_password(
+    url: str, named: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("PGHOST", raising=False)
+    monkeypatch.delenv("PGPORT", raising=False)
+    assert address_of(url) == named
 
 
 # ---- TLS mistakes the command-line client recognises -------------------------------------------------------------

@@ -67,8 +67,8 @@ def address_of(url: str) -> str:
     if "@" in url and "@" not in parts.netloc:  # the user part holds a '/', '?' or '#': the host is unclear
         return _UNCLEAR
     hosts = urllib.parse.unquote(parts.netloc.rpartition("@")[2])
-    hosts = hosts or query.get("host", [os.environ.get("PGHOST", "localhost")])[0]
-    default_port = query.get("port", [os.environ.get("PGPORT", _DEFAULT_PORT)])[0]
+    hosts = hosts or query.get("host", [os.environ.get("PGHOST") or "localhost"])[0]
+    default_port = query.get("port", [os.environ.get("PGPORT") or _DEFAULT_PORT])[0]
     named = ",".join(host if _has_port(host) else f"{host}:{default_port}" for host in hosts.split(","))
     return named if len(named) <= SHOWN_CHARS else named[:SHOWN_CHARS] + "\u2026"
 
