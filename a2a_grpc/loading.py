@@ -25,8 +25,20 @@ def load_object(spec: str, flag: str, what: str, is_one: Callable[[Any], bool]) 
         if isinstance(target, type) or (callable(target) and not is_one(target)):
             target = target()
     except Exception as error:  # whatever the module or the constructor raised: one line, no traceback
-        raise ValueError(f"cannot load {what} {spec}: {one_line(error)}") from None
+        raise ValueError(f"cannot load {what} {spec}: {one_line(error)}{_where_hint(error, module_name)}") from None
     return target
+
+
+def _where_hint(error: Exception, module_name: str) -> str:
+    """For `module_name` itself (or a package of it) not found: where serve imports it from, and how to change
+    that; nothing for a module it imports that is missing."""
+    missing = error.name if isinstance(error, ModuleNotFoundError) else None
+    if not missing or not (module_name == missing or module_name.startswith(missing + ".")):
+        return ""
+    return (
+        f"; serve imports it from --app-dir (the working directory by default): run serve from the directory that "
+        f"holds {missing.partition('.')[0]}, or give --app-dir DIR"
+    )
 
 
 def one_line(error: Exception) -> str:

@@ -40,6 +40,7 @@ from a2a_grpc.interceptors.server.services import GuardedServices
 from a2a_grpc.interceptors.server.tenants import TenantCheck
 from a2a_grpc.interceptors.server.unknown import UnknownMethods
 from a2a_grpc.interceptors.server.user import checked_interceptor, load_interceptor
+from a2a_grpc.listen_errors import cannot_listen
 from a2a_grpc.loading import load_object
 from a2a_grpc.network_logs import HttpServerLog, quiet_grpc_client_logs
 from a2a_grpc.protocol import AGENT_CARD_PATH, SERVICE_NAME
@@ -222,7 +223,7 @@ def _check_not_in_use(listen: str) -> None:
                 if error.errno == errno.EADDRINUSE:
                     continue
             return  # bindable, or failing for a reason gRPC reports itself
-    raise OSError(f"cannot listen on {listen}: address already in use")
+    raise cannot_listen("listen on", listen, "--listen")
 
 
 class A2AServer:
@@ -405,7 +406,7 @@ class A2AServer:
             try:
                 await self._bind_http(settings.http_listen)
             except OSError as error:
-                raise OSError(f"cannot serve the agent card on {settings.http_listen}: {error.strerror}") from None
+                raise cannot_listen("serve the agent card on", settings.http_listen, "--http-listen", error) from None
         self._sign_cards()  # both ports are bound: the cards name them, the signatures the JWKS's URL
         await self._set_health(NOT_SERVING)  # the servicer starts with "" SERVING: not before all is up
         await self.health.set(LIVENESS_SERVICE, SERVING)

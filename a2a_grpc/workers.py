@@ -24,6 +24,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager, suppress
 from typing import Any
 
+from a2a_grpc.listen_errors import cannot_listen
 from a2a_grpc.telemetry.worker_metrics import WORKER_METRICS_DIR_ENV
 
 log = logging.getLogger(__name__)
@@ -64,13 +65,13 @@ def held_ports(listen: str, http_listen: str) -> Iterator[list[str]]:
             ("--http-listen", http_listen, "serve the agent card on"),
         ):
             if address:
-                concrete, sock = _hold(address, serving)
+                concrete, sock = _hold(address, serving, flag)
                 held.enter_context(sock)
                 flags += [flag, concrete]
         yield flags
 
 
-def _hold(listen: str, serving: str) -> tuple[str, socket.socket]:
+def _hold(listen: str, serving: str, flag: str) -> tuple[str, socket.socket]:
     host, _, port = listen.rpartition(":")
     try:
         if not port.isdigit():
@@ -82,7 +83,7 @@ def _hold(listen: str, serving: str) -> tuple[str, socket.socket]:
             _bind(family, address, socket.SO_REUSEADDR).close()
         sock = _bind(family, address, socket.SO_REUSEPORT)
     except OSError as error:
-        raise OSError(f"cannot {serving} {listen}: {error.strerror or error}") from None
+        raise cannot_listen(serving, listen, flag, error) from None
     return f"{host}:{sock.getsockname()[1]}", sock
 
 

@@ -207,10 +207,11 @@ async def test_an_unknown_reason_is_a_remote_error_with_what_was_received(peer_s
     ]
 
 
-async def test_the_cli_reports_the_received_code(nowhere_stub: Stub) -> None:
+async def test_the_cli_reports_the_received_code_and_no_empty_reason(nowhere_stub: Stub) -> None:
     async with asyncio.timeout(TEST_SECONDS):
         error = await get_task_error(nowhere_stub, "x", deadline=5)
-    assert describe_error(error).startswith("a2a-grpc: UNAVAILABLE -: ")
+    assert error.reason == ""
+    assert describe_error(error).startswith("a2a-grpc: UNAVAILABLE: "), "no reason part when there is none"
 
 
 async def test_only_task_not_found_from_an_a2a_server_is_a_task_not_found_error(

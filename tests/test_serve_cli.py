@@ -183,10 +183,15 @@ def test_a_port_in_use_gets_our_one_line_and_nothing_from_grpc(tmp_path: Path, t
     grpc_taken = run_serve(["--listen", taken, "--http-listen", "", "--store", "memory"], cwd=tmp_path)
     http_taken = run_serve(["--listen", "127.0.0.1:0", "--http-listen", taken, "--store", "memory"], cwd=tmp_path)
     assert grpc_taken.returncode == 1
-    assert grpc_taken.stderr.splitlines() == [f"a2a-grpc: cannot listen on {taken}: address already in use"]
+    assert grpc_taken.stderr.splitlines() == [
+        f"a2a-grpc: cannot listen on {taken}: address already in use (another process holds it: choose another "
+        "port with --listen HOST:PORT)"
+    ]
     assert http_taken.returncode == 1
-    [line] = http_taken.stderr.splitlines()
-    assert line.startswith(f"a2a-grpc: cannot serve the agent card on {taken}: ") and line.endswith("in use")
+    assert http_taken.stderr.splitlines() == [
+        f"a2a-grpc: cannot serve the agent card on {taken}: address already in use (another process holds it: "
+        "choose another port with --http-listen HOST:PORT)"
+    ]
 
 
 @pytest.mark.parametrize("value", ["abc", "0", "-5"])

@@ -186,7 +186,12 @@ def test_an_interceptors_abort_is_the_status_keeps_the_echo_and_frees_the_stream
 @pytest.mark.parametrize(
     ("spec", "says"),
     [
-        ("nosuch:X", "a2a-grpc: cannot load interceptor nosuch:X: ModuleNotFoundError: No module named 'nosuch'"),
+        (
+            "nosuch:X",
+            "a2a-grpc: cannot load interceptor nosuch:X: ModuleNotFoundError: No module named 'nosuch'; serve imports "
+            "it from --app-dir (the working directory by default): run serve from the directory that holds nosuch, "
+            "or give --app-dir DIR",
+        ),
         (
             "user_interceptors:not_an_interceptor",
             "a2a-grpc: user_interceptors:not_an_interceptor is not a grpc.aio.ServerInterceptor (its type is object)",

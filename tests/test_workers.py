@@ -216,7 +216,10 @@ def test_listen_on_port_zero_gives_every_worker_the_same_picked_ports(tmp_path: 
         card = http_get(f"http://{http_target}/.well-known/agent-card.json").json()
         assert card["supportedInterfaces"][0]["url"] == grpc_target
         again = run_serve([*flags[:2], "--store", postgres_url, "--listen", grpc_target], cwd=tmp_path)
-        assert again.stderr.splitlines() == [f"a2a-grpc: cannot listen on {grpc_target}: Address already in use"]
+        assert again.stderr.splitlines() == [
+            f"a2a-grpc: cannot listen on {grpc_target}: address already in use (another process holds it: choose "
+            "another port with --listen HOST:PORT)"
+        ]
         assert again.returncode == 1, "a second group of workers does not join the first one's port"
         server.send_signal(signal.SIGTERM)
         assert server.wait() == 0, server.stderr
@@ -262,7 +265,10 @@ def test_a_port_in_use_is_refused_by_the_parent(tmp_path: Path) -> None:
         target = f"127.0.0.1:{taken.getsockname()[1]}"
         done = run_serve(["--workers", "2", "--store", "postgresql://nowhere/db", "--listen", target], cwd=tmp_path)
     assert done.returncode == 1
-    assert done.stderr.splitlines() == [f"a2a-grpc: cannot listen on {target}: Address already in use"]
+    assert done.stderr.splitlines() == [
+        f"a2a-grpc: cannot listen on {target}: address already in use (another process holds it: choose another port "
+        "with --listen HOST:PORT)"
+    ]
 
 
 def test_workers_that_keep_dying_make_the_parent_give_up(tmp_path: Path) -> None:

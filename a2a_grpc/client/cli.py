@@ -22,6 +22,7 @@ from a2a_grpc.card.errors import AgentCardError
 from a2a_grpc.card.resolution import CARD_FETCH_TIMEOUT_SECONDS, fetch_verified_card, is_card_url
 from a2a_grpc.card.verification import CardVerifier
 from a2a_grpc.client.agent_client import A2AClient, text_message
+from a2a_grpc.client.hints import ClientSide, card_hint, extension_refusal, grpc_hint
 from a2a_grpc.encoding import json_document
 from a2a_grpc.errors import A2AError
 from a2a_grpc.generated import a2a_pb2
@@ -52,7 +53,8 @@ def add_client_parsers(commands: argparse._SubParsersAction[argparse.ArgumentPar
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="request metadata entry; VALUE is JSON when it parses, else a string (repeat)",
+        help="an entry of SendMessageRequest.metadata (the request message's field, not a gRPC header); VALUE is "
+        "JSON when it parses, else a string (repeat)",
     )
     send.add_argument("--task-id", default="", help="continue this task")
     send.add_argument("--context-id", default="", help="send in this context")
@@ -126,10 +128,11 @@ async def run_client_command(args: argparse.Namespace) -> int:
         print(f"a2a-grpc {args.command}: {error}", file=sys.stderr)
         return EXIT_USAGE
     except A2AError as error:
-        print(describe_error(error), file=sys.stderr)
+        print(describe_error(error, grpc_hint(error, _client_side(args))), file=sys.stderr)
         return EXIT_ERROR
     except AgentCardError as error:
-        print(f"a2a-grpc: {error}", file=sys.stderr)
+        url = args.target if is_card_url(args.target) else getattr(args, "card_url", None) or ""
+        print(_with_hint(f"a2a-grpc: {error}", card_hint(str(error), url, _client_side(args))), file=sys.stderr)
         return EXIT_ERROR
 
 
@@ -137,9 +140,20 @@ class _UsageError(Exception):
     pass
 
 
-def describe_error(error: A2AError) -> str:
-    """`CODE REASON: message`, then its ErrorInfo metadata and BadRequest violations, one per line."""
-    lines = [f"a2a-grpc: {error.code.name} {error.reason or '-'}: {error.message}"]
+def _client_side(args: argparse.Namespace) -> ClientSide:
+    tls = bool(args.tls_ca or args.tls_cert) or args.target.startswith(("grpcs://", "https://"))
+    return ClientSide(tls=tls, client_certificate=bool(args.tls_cert))
+
+
+def _with_hint(line: str, hint: str | None) -> str:
+    return f"{line} ({hint})" if hint else line
+
+
+def describe_error(error: A2AError, hint: str | None = None) -> str:
+    """`CODE REASON: message` (`CODE: message` without a reason), with `hint` and a refusal's `--extension` flags;
+    then its ErrorInfo metadata and BadRequest violations, one per line."""
+    status = f"{error.code.name} {error.reason}" if error.reason else error.code.name
+    lines = [_with_hint(f"a2a-grpc: {status}: {extension_refusal(error)}", hint)]
     lines.extend(f"  {key}: {value}" for key, value in sorted(error.metadata.items()))
     lines.extend(f"  {field}: {description}" for field, description in error.violations)
     return "\n".join(lines)

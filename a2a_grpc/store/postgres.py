@@ -51,7 +51,7 @@ from a2a_grpc.store.base import (
     check_kept,
     tasks_within,
 )
-from a2a_grpc.store.postgres_common import as_store_error, has_nul, import_asyncpg, row_count, translated
+from a2a_grpc.store.postgres_common import address_of, as_store_error, has_nul, import_asyncpg, row_count, translated
 from a2a_grpc.store.postgres_counts import apply_changes, count_tasks
 from a2a_grpc.store.postgres_schema import RUNNING_SQL, TERMINAL_SQL, create_schema
 from a2a_grpc.store.postgres_writes import (
@@ -138,7 +138,7 @@ class PostgresStore:
             server_settings=_SESSION_SETTINGS,
         )
         try:
-            with translated("cannot open the task store"):
+            with translated(f"cannot open the task store at {address_of(self.url)}"):
                 await pool
                 async with pool.acquire() as conn:  # the first connection: where a bad URL or address shows
                     await create_schema(conn)
