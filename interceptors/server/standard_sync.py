@@ -15,7 +15,7 @@ from typing import Any
 
 import grpc
 
-from a2a_grpc.errors import A2AError, Metadata, status_message, status_trailers
+from a2a_grpc.errors import A2AError
 from a2a_grpc.interceptors.server.admission import (
     Echo,
     StandardAdmission,
@@ -26,6 +26,7 @@ from a2a_grpc.interceptors.server.admission import (
 from a2a_grpc.interceptors.server.declared import CardSource
 from a2a_grpc.interceptors.server.extensions import MAX_EXTENSIONS_PER_CALL
 from a2a_grpc.settings.defaults import ECHO_UNARY_HEADERS, MISSING_VERSION_MEANS
+from a2a_grpc.status_details import Metadata, status_message, status_trailers
 
 _DONE = object()
 
