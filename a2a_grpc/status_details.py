@@ -25,7 +25,6 @@ MAX_VIOLATIONS = 20
 MAX_VIOLATION_BYTES = 2048  # the fields and descriptions of the violations listed, together
 _ELLIPSIS = "\u2026"
 
-
 Metadata = Sequence[tuple[str, str | bytes]]
 
 
