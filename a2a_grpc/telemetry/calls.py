@@ -35,6 +35,7 @@ Admit = Callable[[str, Arrival, Any], Awaitable[CallContext]]
 # once, with no await or anything that may raise in between.
 Prepare = Callable[[bytes, CallContext, Any], Awaitable[tuple[Any, CallContext]]]
 Served = TypeVar("Served")
+Answer = TypeVar("Answer")  # what a handler answers: a unary call's response, a stream's counted events
 # (what `Prepare` made, call) -> the response, or the stream's events
 Behave = Callable[[Any, CallContext], Awaitable[Served]]
 Handler = Callable[[bytes, Any], Awaitable[Any]]
@@ -53,30 +54,8 @@ class CallObserver:
     ) -> Handler:
         """A unary handler that admits each call, prepares and serves it, and records how it ended (with the
         call as `prepare` bound it to its tenant, once it did; an error as `translate` renders it)."""
-        end = _Ending(method, self._access_log, self._metrics, translate)
-        clock = time.perf_counter
-        tracing = self._tracing
-
-        async def observed(request: bytes, context: Any) -> Any:
-            started = clock()
-            arrival = Arrival.of(context)
-            span = tracing.server_span(method, arrival) if tracing is not None else None
-            call = None
-            try:
-                call = await admit(method, arrival, context)
-                if span is not None:
-                    call = span.bind(call)
-                prepared, call = await prepare(request, call, context)
-                response = await behave(prepared, call)
-            except BaseException as error:
-                replacement = end.failed(error, arrival, call, started, None, None, span)
-                if replacement is None:
-                    raise
-                raise replacement from error
-            end.ok(arrival, call, started, response, None, span)
-            return response
-
-        return observed
+        end = _Ending(method, self._access_log, self._metrics, translate, None)
+        return self._observed(end, admit, prepare, behave, end.ok)
 
     def stream(
         self,
@@ -88,10 +67,8 @@ class CallObserver:
     ) -> StreamOpener:
         """A stream opener that admits each call, prepares it and opens its stream, whose events are counted, and
         records how it ended (with the call as `prepare` bound it to its tenant, once it did)."""
-        end = _Ending(method, self._access_log, self._metrics, translate)
+        end = _Ending(method, self._access_log, self._metrics, translate, 0)
         metrics = end.metrics
-        clock = time.perf_counter
-        tracing = self._tracing
 
         async def counted(
             events: AsyncIterator[Any], arrival: Arrival, call: CallContext, started: float, span: ServerSpan | None
@@ -116,9 +93,26 @@ class CallObserver:
             finally:
                 if metrics is not None:
                     metrics.streams.dec()
-            end.ok(arrival, call, started, first, count, span)
+            end.ok(first, arrival, call, started, span, count)
 
-        async def observed(request: bytes, context: Any) -> AsyncIterator[Any]:
+        return self._observed(end, admit, prepare, open_stream, counted)
+
+    def _observed(
+        self,
+        end: _Ending,
+        admit: Admit,
+        prepare: Prepare,
+        behave: Behave[Served],
+        served: Callable[[Served, Arrival, CallContext, float, ServerSpan | None], Answer],
+    ) -> Callable[[bytes, Any], Awaitable[Answer]]:
+        """The one admission path of both kinds of call: admitted, bound to its span, prepared and served by
+        `behave`; what `behave` gave is then `served`: a unary call's response recorded, a stream's events
+        counted, and recorded when they end. A call that fails on the way is recorded with what it reached."""
+        method = end.method
+        clock = time.perf_counter
+        tracing = self._tracing
+
+        async def observed(request: bytes, context: Any) -> Answer:
             started = clock()
             arrival = Arrival.of(context)
             span = tracing.server_span(method, arrival) if tracing is not None else None
@@ -128,13 +122,13 @@ class CallObserver:
                 if span is not None:
                     call = span.bind(call)
                 prepared, call = await prepare(request, call, context)
-                events = await open_stream(prepared, call)
+                behaved = await behave(prepared, call)
             except BaseException as error:
-                replacement = end.failed(error, arrival, call, started, None, 0, span)
+                replacement = end.failed(error, arrival, call, started, None, end.events_unserved, span)
                 if replacement is None:
                     raise
                 raise replacement from error
-            return counted(events, arrival, call, started, span)
+            return served(behaved, arrival, call, started, span)
 
         return observed
 
@@ -142,25 +136,33 @@ class CallObserver:
 class _Ending:
     """What happens when a call of one method ends: its metrics are counted and its line logged."""
 
-    __slots__ = ("access_log", "method", "metrics", "translate")
+    __slots__ = ("access_log", "events_unserved", "method", "metrics", "translate")
 
     def __init__(
-        self, method: str, access_log: AccessLog | None, metrics: Metrics | None, translate: Translate | None = None
+        self,
+        method: str,
+        access_log: AccessLog | None,
+        metrics: Metrics | None,
+        translate: Translate | None,
+        events_unserved: int | None,
     ) -> None:
         self.method = method
+        self.events_unserved = events_unserved  # a call that failed before it was served: a stream had 0 events
         self.translate = translate
         self.access_log = access_log
         self.metrics: MethodMetrics | None = metrics.method(method) if metrics is not None else None
 
     def ok(
         self,
+        response: Served,
         arrival: Arrival,
         call: CallContext,
         started: float,
-        response: Any,
-        events: int | None,
         span: ServerSpan | None,
-    ) -> None:
+        events: int | None = None,
+    ) -> Served:
+        """Record a call that ended well with `response` (a stream's first event, and its `events`); returns
+        `response`."""
         seconds = time.perf_counter() - started
         if self.metrics is not None:
             self.metrics.finished(OK, seconds, call)
@@ -168,6 +170,7 @@ class _Ending:
             self.access_log.write(self.method, arrival, call, OK, seconds, response, events)
         if span is not None:
             span.end(OK, call, response, events)
+        return response
 
     def failed(
         self,

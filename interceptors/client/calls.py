@@ -2,8 +2,10 @@
 
 grpc.aio registers an interceptor object for only the first RPC kind its class inherits (grpc issues
 31442 and 43512): a class that is both UnaryUnary and UnaryStream silently skips streaming calls.
-So each kind has its own class, and both share one `A2ACallPolicy`. With a `tracer` (tracing on), each
-call is a CLIENT span whose `traceparent` the call carries (a2a_grpc.telemetry.tracing).
+So each kind has its own class, and both share one `A2ACallPolicy`; every call, these two's and the sync
+interceptor's (a2a_grpc.interceptors.client.sync_calls), starts and ends through the policy's `PolicedCall`, so
+that all end alike. With a `tracer` (tracing on), each call is a CLIENT span whose `traceparent` the call
+carries (a2a_grpc.telemetry.tracing).
 """
 
 from __future__ import annotations
@@ -34,6 +36,11 @@ class A2ACallPolicy:
     on_response: ResponseObserver | None = None
     tracer: ClientTracer | None = None
 
+    def start(self, details: Any) -> tuple[PolicedCall, Any]:
+        """A call of `details.method` starting: its record, span and observers, and the details it is sent with."""
+        policed = PolicedCall(self, method_name(details.method))
+        return policed, self.prepare(details, policed.span)
+
     def prepare(self, details: Any, span: ClientSpan | None = None) -> Any:
         metadata = with_service_parameters(details.metadata, self.version, self.extensions)
         if span is not None:
@@ -53,6 +60,46 @@ class A2ACallPolicy:
         return error_from_rpc_error(error) if self.typed_errors else error
 
 
+class PolicedCall:
+    """One A2A call under the policy, from its start to its end: the one path of every kind of call, unary and
+    stream, asyncio and sync. Its `record` of the echo is published once, to the observers there were when the
+    call started: as soon as the echo or the response (a stream's first event) is there, else when the call
+    ends, however it ends (an error status's trailers read first); a call its caller abandons (cancelled) only
+    ends its span. `response`, `events`: a unary call's response, a stream's first event and count."""
+
+    __slots__ = ("_observers", "_policy", "published", "record", "span")
+
+    def __init__(self, policy: A2ACallPolicy, method: str) -> None:
+        self._policy = policy
+        self.record = ResponseExtensions(method)
+        self.span = policy.tracer.start(method) if policy.tracer is not None else None
+        self._observers = policy.observers()
+        self.published = False
+
+    def publish(self) -> None:
+        if not self.published:
+            self.published = True
+            self._policy.publish(self.record, self._observers)
+
+    def ok(self, response: Any, events: int | None = None) -> None:
+        self.publish()
+        if self.span is not None:
+            self.span.ok(self.record.activated, response, events)
+
+    def failed(self, error: grpc.RpcError, response: Any = None, events: int | None = None) -> BaseException:
+        """The exception to raise for `error`, the status the call ended with (typed, with `typed_errors`)."""
+        failure = self._policy.failure(error, self.record)
+        self.publish()
+        if self.span is not None:
+            reason = failure.reason if isinstance(failure, A2AError) else ""
+            self.span.failed(error.code(), reason, self.record.activated, response, events)
+        return failure
+
+    def abandoned(self, response: Any = None, events: int | None = None) -> None:
+        if self.span is not None:
+            self.span.failed(grpc.StatusCode.CANCELLED, "", self.record.activated, response, events)
+
+
 class A2AUnaryUnaryInterceptor(grpc.aio.UnaryUnaryClientInterceptor):  # type: ignore[misc]
     def __init__(self, policy: A2ACallPolicy) -> None:
         self.policy = policy
@@ -60,30 +107,21 @@ class A2AUnaryUnaryInterceptor(grpc.aio.UnaryUnaryClientInterceptor):  # type: i
     async def intercept_unary_unary(self, continuation: Continuation, client_call_details: Any, request: Any) -> Any:
         if not is_a2a_method(client_call_details.method):
             return await continuation(client_call_details, request)
-        policy = self.policy
-        method = method_name(client_call_details.method)
-        span = policy.tracer.start(method) if policy.tracer is not None else None
-        record = ResponseExtensions(method)
+        policed, details = self.policy.start(client_call_details)
         try:
-            call = await continuation(policy.prepare(client_call_details, span), request)
+            call = await continuation(details, request)
             response = await call
         except grpc.aio.AioRpcError as error:
-            failure = policy.failure(error, record)
-            policy.publish(record)
-            if span is not None:
-                _failed(span, error, failure, record)
+            failure = policed.failed(error)
             if failure is error:
                 raise
             raise failure from error
         except BaseException:
-            if span is not None:
-                span.failed(grpc.StatusCode.CANCELLED, "", record.activated, None)
+            policed.abandoned()
             raise
-        if not record.read(await call.initial_metadata(), "headers"):
-            record.read(await call.trailing_metadata(), "trailers")
-        policy.publish(record)
-        if span is not None:
-            span.ok(record.activated, response)
+        if not policed.record.read(await call.initial_metadata(), "headers"):
+            policed.record.read(await call.trailing_metadata(), "trailers")
+        policed.ok(response)
         return call
 
 
@@ -94,48 +132,35 @@ class A2AUnaryStreamInterceptor(grpc.aio.UnaryStreamClientInterceptor):  # type:
     async def intercept_unary_stream(self, continuation: Continuation, client_call_details: Any, request: Any) -> Any:
         if not is_a2a_method(client_call_details.method):
             return await continuation(client_call_details, request)
-        policy = self.policy
-        method = method_name(client_call_details.method)
-        span = policy.tracer.start(method) if policy.tracer is not None else None
-        call = await continuation(policy.prepare(client_call_details, span), request)
-        record = ResponseExtensions(method)
-        record.read(await call.initial_metadata(), "headers")  # waits for headers only, no message is read
-        policy.publish(record)
-        return self._events(call, record) if span is None else self._traced_events(call, record, span)
-
-    async def _events(self, call: Any, record: ResponseExtensions) -> AsyncIterator[Any]:
+        policed, details = self.policy.start(client_call_details)
         try:
-            async for event in call:
-                yield event
-        except grpc.aio.AioRpcError as error:
-            failure = self.policy.failure(error, record)
-            if failure is error:
-                raise
-            raise failure from error
-        record.read(await call.trailing_metadata(), "trailers")
+            call = await continuation(details, request)
+            # waits for headers only, no message is read (a stream that fails without headers ends here)
+            if policed.record.read(await call.initial_metadata(), "headers"):
+                policed.publish()
+        except BaseException:
+            policed.abandoned()
+            raise
+        return self._events(call, policed)
 
-    async def _traced_events(self, call: Any, record: ResponseExtensions, span: ClientSpan) -> AsyncIterator[Any]:
-        """`_events`, ending the call's span with the stream (a stream its reader leaves is CANCELLED)."""
+    async def _events(self, call: Any, policed: PolicedCall) -> AsyncIterator[Any]:
+        """The stream's events, its record published with the first (a stream its reader leaves is CANCELLED)."""
         first = None
         count = 0
         try:
-            async for event in self._events(call, record):
-                if first is None:
+            async for event in call:
+                if count == 0:
                     first = event
+                    policed.publish()
                 count += 1
                 yield event
-        except A2AError as error:
-            span.failed(error.code, error.reason, record.activated, first, count)
-            raise
         except grpc.aio.AioRpcError as error:
-            span.failed(error.code(), "", record.activated, first, count)
-            raise
+            failure = policed.failed(error, first, count)
+            if failure is error:
+                raise
+            raise failure from error
         except BaseException:
-            span.failed(grpc.StatusCode.CANCELLED, "", record.activated, first, count)
+            policed.abandoned(first, count)
             raise
-        span.ok(record.activated, first, count)
-
-
-def _failed(span: ClientSpan, error: grpc.aio.AioRpcError, failure: BaseException, record: ResponseExtensions) -> None:
-    reason = failure.reason if isinstance(failure, A2AError) else ""
-    span.failed(error.code(), reason, record.activated, None)
+        policed.record.read(await call.trailing_metadata(), "trailers")
+        policed.ok(first, count)

@@ -19,7 +19,7 @@ class ResponseExtensions:
 
     `activated` is the set the server echoed (empty when it echoed nothing, which is also how a
     server without an echo looks); `source` says where the echo was found. A stream's record is
-    created when its headers arrive and completed from the trailers when the stream ends.
+    published once the echo or the first event is there and completed from the trailers when the stream ends.
     """
 
     method: str
@@ -53,8 +53,9 @@ _observer: ContextVar[ResponseObserver | None] = ContextVar("a2a_grpc_response_o
 @contextmanager
 def observe_extensions() -> Iterator[list[ResponseExtensions]]:
     """Collect a `ResponseExtensions` for each A2A call started inside the block, in the order their
-    responses arrive (a unary call's when it completes, a stream's when its headers arrive; a stream
-    whose echo comes in the trailers has its record completed in place when it ends)."""
+    responses arrive (a unary call's when it completes, a stream's when its headers bring the echo or its first
+    event arrives, else when it ends, an error included; a stream whose echo comes in the trailers after its
+    first event has its record completed in place when it ends)."""
     records: list[ResponseExtensions] = []
     outer = _observer.get()
 

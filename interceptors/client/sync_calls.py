@@ -21,9 +21,9 @@ from typing import Any, NamedTuple
 
 import grpc
 
-from a2a_grpc.interceptors.client.calls import A2ACallPolicy
-from a2a_grpc.interceptors.client.echo import ResponseExtensions, ResponseObserver
-from a2a_grpc.interceptors.client.parameters import is_a2a_method, method_name
+from a2a_grpc.interceptors.client.calls import A2ACallPolicy, PolicedCall
+from a2a_grpc.interceptors.client.echo import ResponseExtensions
+from a2a_grpc.interceptors.client.parameters import is_a2a_method
 
 Continuation = Callable[[Any, Any], Any]
 
@@ -45,7 +45,7 @@ class A2ASyncClientInterceptor(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStrea
     def __init__(self, policy: A2ACallPolicy) -> None:
         self.policy = policy
 
-    def _prepared(self, details: Any) -> _ClientCallDetails:
+    def _started(self, details: Any) -> tuple[PolicedCall, _ClientCallDetails]:
         plain = _ClientCallDetails(
             details.method,
             details.timeout,
@@ -54,22 +54,20 @@ class A2ASyncClientInterceptor(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStrea
             getattr(details, "wait_for_ready", None),
             getattr(details, "compression", None),
         )
-        prepared = self.policy.prepare(plain)
-        return prepared._replace(metadata=tuple(prepared.metadata))  # type: ignore[no-any-return]
+        policed, prepared = self.policy.start(plain)
+        return policed, prepared._replace(metadata=tuple(prepared.metadata))
 
     def intercept_unary_unary(self, continuation: Continuation, client_call_details: Any, request: Any) -> Any:
         if not is_a2a_method(client_call_details.method):
             return continuation(client_call_details, request)
-        record = ResponseExtensions(method_name(client_call_details.method))
-        observers = self.policy.observers()
-        return A2AUnaryCall(continuation(self._prepared(client_call_details), request), self.policy, record, observers)
+        policed, details = self._started(client_call_details)
+        return A2AUnaryCall(continuation(details, request), policed)
 
     def intercept_unary_stream(self, continuation: Continuation, client_call_details: Any, request: Any) -> Any:
         if not is_a2a_method(client_call_details.method):
             return continuation(client_call_details, request)
-        record = ResponseExtensions(method_name(client_call_details.method))
-        observers = self.policy.observers()
-        return A2AStreamCall(continuation(self._prepared(client_call_details), request), self.policy, record, observers)
+        policed, details = self._started(client_call_details)
+        return A2AStreamCall(continuation(details, request), policed)
 
 
 def response_extensions(call: Any) -> ResponseExtensions:
@@ -85,24 +83,12 @@ def response_extensions(call: Any) -> ResponseExtensions:
 
 
 class _WrappedCall(grpc.Call, grpc.Future):  # type: ignore[misc]
-    """A call of grpc's (a `grpc.Call` and `grpc.Future`), with its `extensions` record published once."""
+    """A call of grpc's (a `grpc.Call` and `grpc.Future`), under the policy (`PolicedCall`): its `extensions`."""
 
-    def __init__(
-        self, inner: Any, policy: A2ACallPolicy, record: ResponseExtensions, observers: tuple[ResponseObserver, ...]
-    ) -> None:
+    def __init__(self, inner: Any, policed: PolicedCall) -> None:
         self._inner = inner
-        self._policy = policy
-        self.extensions = record
-        self._observers = observers
-        self._lock = threading.Lock()
-        self._published = False
-
-    def _publish(self) -> None:
-        with self._lock:
-            if self._published:
-                return
-            self._published = True
-        self._policy.publish(self.extensions, self._observers)
+        self._policed = policed
+        self.extensions = policed.record
 
     def initial_metadata(self) -> Any:
         return self._inner.initial_metadata()
@@ -145,27 +131,30 @@ class A2AUnaryCall(_WrappedCall):
     """A unary call: its `result()` returns the response or raises the call's (typed) error; its record is
     complete, and published, once the call is done, in the thread that finds it done."""
 
-    def __init__(
-        self, inner: Any, policy: A2ACallPolicy, record: ResponseExtensions, observers: tuple[ResponseObserver, ...]
-    ) -> None:
-        super().__init__(inner, policy, record, observers)
+    def __init__(self, inner: Any, policed: PolicedCall) -> None:
+        super().__init__(inner, policed)
         self._failure: BaseException | None = None
         self._settled = False
+        # reentrant: an observer that asks the call for its result, in the thread that settles it
+        self._lock = threading.RLock()
         inner.add_done_callback(lambda _: self._settle())
 
     def _settle(self) -> BaseException | None:
-        """Read the echo and make the call's error typed, once; the error, None when the call succeeded."""
+        """End the call under the policy, once; the error to raise, None when the call succeeded."""
         with self._lock:
             if not self._settled:
                 self._settled = True
-                error = self._inner.exception()
+                inner = self._inner
+                error = inner.exception()
                 if isinstance(error, grpc.RpcError):
-                    self._failure = self._policy.failure(error, self.extensions)
-                elif error is None and not self.extensions.read(self._inner.initial_metadata(), "headers"):
-                    self.extensions.read(self._inner.trailing_metadata(), "trailers")
-            failure = self._failure
-        self._publish()
-        return failure
+                    self._failure = self._policed.failed(error)
+                elif error is not None:
+                    self._policed.abandoned()
+                else:
+                    if not self.extensions.read(inner.initial_metadata(), "headers"):
+                        self.extensions.read(inner.trailing_metadata(), "trailers")
+                    self._policed.ok(inner.result())
+            return self._failure
 
     def result(self, timeout: float | None = None) -> Any:
         try:
@@ -188,27 +177,31 @@ class A2AUnaryCall(_WrappedCall):
 
 class A2AStreamCall(_WrappedCall, Iterator[Any]):
     """A stream: iterate it for its events; an error status is raised typed. Its record is published when its
-    first event (or its end) arrives, with the echo of its headers, and completed from its trailers at its end."""
+    first event arrives, with the echo of its headers, else at its end (PolicedCall), and completed from its
+    trailers at its end."""
 
     def __iter__(self) -> A2AStreamCall:
         return self
 
     def __next__(self) -> Any:
+        policed = self._policed
         try:
             event = next(self._inner)
         except StopIteration:
             self.extensions.read(self._inner.trailing_metadata(), "trailers")
-            self._publish()
+            policed.ok(None)
             raise
         except grpc.RpcError as error:
-            failure = self._policy.failure(error, self.extensions)
-            self._publish()
+            failure = policed.failed(error)
             if failure is error:
                 raise
             raise failure from error
-        if not self._published:
+        except BaseException:
+            policed.abandoned()
+            raise
+        if not policed.published:
             self.extensions.read(self._inner.initial_metadata(), "headers")
-            self._publish()
+            policed.publish()
         return event
 
     def result(self, timeout: float | None = None) -> Any:

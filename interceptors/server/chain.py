@@ -174,7 +174,7 @@ class ServerChain:
                 prepare, open_stream = self._stream(parse, behavior)
                 if self._yours is not None:
                     prepare, open_stream = self._yours.stream(path, prepare, open_stream)
-                opener = self._stamped(self._admitted_stream(name, admit, prepare, open_stream, translate))
+                opener = self._stamped(self._admitted(name, admit, prepare, open_stream, translate, stream=True))
                 handler = grpc.unary_stream_rpc_method_handler(
                     guard_stream(name, opener, translate), response_serializer=encode_response
                 )
@@ -182,7 +182,7 @@ class ServerChain:
                 prepare, behave = self._unary(parse), behavior
                 if self._yours is not None:
                     prepare, behave = self._yours.unary(path, prepare, behave)
-                served = self._stamped(self._admitted_unary(name, admit, prepare, behave, translate))
+                served = self._stamped(self._admitted(name, admit, prepare, behave, translate, stream=False))
                 handler = grpc.unary_unary_rpc_method_handler(
                     guard_unary(name, served, translate), response_serializer=encode_response
                 )
@@ -240,31 +240,24 @@ class ServerChain:
 
         return prepare, open_stream
 
-    def _admitted_unary(
-        self, name: str, admit: Admit, prepare: Prepare, behave: Behave[Any], translate: Translate | None
-    ) -> Callable[[bytes, Any], Awaitable[Any]]:
-        """`prepare` and `behave` behind `admit`, observed when there is telemetry (with errors as the face's
-        callers read them, `translate`)."""
-        if self._observer is not None:
-            return self._observer.unary(name, admit, prepare, behave, translate)
-        return self._admitted(name, admit, prepare, behave)
-
-    def _admitted_stream(
+    def _admitted(
         self,
         name: str,
         admit: Admit,
         prepare: Prepare,
-        open_stream: Behave[AsyncIterator[Any]],
+        behave: Behave[Any],
         translate: Translate | None,
-    ) -> Callable[[bytes, Any], Awaitable[AsyncIterator[Any]]]:
+        *,
+        stream: bool,
+    ) -> Callable[[bytes, Any], Awaitable[Any]]:
+        """`prepare` and `behave` (a unary call's servicer, a stream's opener) behind `admit`; with telemetry,
+        through the observer's admission path (a2a_grpc.telemetry.calls), with errors as the face's callers
+        read them (`translate`)."""
         if self._observer is not None:
-            return self._observer.stream(name, admit, prepare, open_stream, translate)
-        return self._admitted(name, admit, prepare, open_stream)
+            observe = self._observer.stream if stream else self._observer.unary
+            return observe(name, admit, prepare, behave, translate)
 
-    def _admitted(
-        self, name: str, admit: Admit, prepare: Prepare, behave: Behave[Served]
-    ) -> Callable[[bytes, Any], Awaitable[Served]]:
-        async def admitted(request: bytes, context: Any) -> Served:
+        async def admitted(request: bytes, context: Any) -> Any:
             prepared, call = await prepare(request, await admit(name, Arrival.of(context), context), context)
             return await behave(prepared, call)
 

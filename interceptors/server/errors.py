@@ -16,7 +16,8 @@ from typing import Any
 import grpc
 
 from a2a_grpc.arrival import seen_call_over
-from a2a_grpc.errors import A2AError, InternalError, InvalidRequestError, status_message, status_trailers
+from a2a_grpc.errors import A2AError, InternalError, InvalidRequestError
+from a2a_grpc.status_details import status_message, status_trailers
 
 log = logging.getLogger(__name__)
 

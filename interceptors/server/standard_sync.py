@@ -15,7 +15,7 @@ from typing import Any
 
 import grpc
 
-from a2a_grpc.errors import A2AError, Metadata, status_message, status_trailers
+from a2a_grpc.errors import A2AError
 from a2a_grpc.interceptors.server.admission import (
     Accept,
     Echo,
@@ -25,6 +25,7 @@ from a2a_grpc.interceptors.server.admission import (
     deactivate,
     with_echo,
 )
+from a2a_grpc.status_details import Metadata, status_message, status_trailers
 
 _DONE = object()
 

@@ -29,17 +29,10 @@ from typing import Any, NamedTuple
 import grpc
 
 from a2a_grpc.call import CallContext
-from a2a_grpc.errors import (
-    STATUS_DETAILS_KEY,
-    A2AError,
-    Metadata,
-    UnimplementedError,
-    error_from_status,
-    status_message,
-    status_trailers,
-)
+from a2a_grpc.errors import A2AError, UnimplementedError, error_from_status
 from a2a_grpc.interceptors.server.limits import released_when_done
 from a2a_grpc.loading import load_object
+from a2a_grpc.status_details import STATUS_DETAILS_KEY, Metadata, status_message, status_trailers
 from a2a_grpc.telemetry.calls import Behave, Prepare
 
 
