@@ -1,0 +1,88 @@
+"""The media types a card accepts as input, and the refusal of a message part it does not
+(`ContentTypeNotSupportedError`, spec §3.1.1 and §3.3.2).
+
+What is accepted is the card's `default_input_modes` together with every skill's `input_modes`: a
+SendMessageRequest names no skill, so a type some skill takes may reach it, and only a type that no skill
+takes is refused here (the reading of the reference SDK, a2a-sdk 1.3). A card that declares no input mode
+anywhere accepts everything. Only a media type a part states is checked: the spec refuses "a Media Type
+provided in the request's message parts", and most clients send text parts without one.
+
+Media types compare as RFC 9110 says: without their parameters (`text/plain; charset=utf-8` is `text/plain`)
+and ignoring case; `*/*` accepts every type and `image/*` every image type. A mode that is not a media type
+(`text`, as some 0.3 cards declare) accepts only a part that states the same word.
+
+The accepted set is compiled once per card; checking a part is a string split and a set lookup.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from a2a_grpc.errors import ContentTypeNotSupportedError
+from a2a_grpc.generated import a2a_pb2
+
+ANY_TYPE = "*/*"
+MAX_SHOWN_MEDIA_TYPE_CHARS = 100  # a refused media type as the error names it
+MAX_SHOWN_MODES = 10  # accepted modes the error lists; then how many more
+
+
+def essence(media_type: str) -> str:
+    """`type/subtype` of a media type, lower-cased, without parameters or spaces."""
+    return media_type.partition(";")[0].strip().lower()
+
+
+@dataclass(frozen=True, slots=True)
+class AcceptedInputModes:
+    """What one card accepts: exact essences, whole types (`image` for `image/*`), or anything."""
+
+    essences: frozenset[str]
+    whole_types: frozenset[str]
+    accepts_any: bool
+    declared: tuple[str, ...]  # as the card spells them, for the refusal
+
+    @classmethod
+    def of(cls, card: a2a_pb2.AgentCard) -> AcceptedInputModes:
+        modes = [*card.default_input_modes, *(mode for skill in card.skills for mode in skill.input_modes)]
+        declared = tuple(dict.fromkeys(mode.strip() for mode in modes if mode.strip()))
+        essences = frozenset(essence(mode) for mode in declared)
+        whole_types = frozenset(mode[:-2] for mode in essences if mode.endswith("/*") and mode != ANY_TYPE)
+        return cls(essences, whole_types, not essences or ANY_TYPE in essences, declared)
+
+    def accepts(self, media_type: str) -> bool:
+        if self.accepts_any:
+            return True
+        wanted = essence(media_type)
+        if wanted in self.essences:
+            return True
+        kind, slash, _ = wanted.partition("/")
+        return bool(slash) and kind in self.whole_types
+
+    def check(self, message: a2a_pb2.Message) -> None:
+        """Refuse the first part whose stated media type the card does not accept."""
+        if self.accepts_any:
+            return
+        for index, part in enumerate(message.parts):
+            media_type = part.media_type
+            if media_type and not self.accepts(media_type):
+                raise self._refusal(index, media_type)
+
+    def _refusal(self, index: int, media_type: str) -> ContentTypeNotSupportedError:
+        shown = _clipped(media_type, MAX_SHOWN_MEDIA_TYPE_CHARS)
+        accepted = _listed(self.declared, MAX_SHOWN_MODES)
+        field = f"message.parts[{index}].media_type"
+        return ContentTypeNotSupportedError(
+            f"{field} {shown} is not an input mode of this agent; it accepts {accepted}",
+            metadata={"mediaType": shown, "acceptedModes": accepted},
+            violations=[(field, f"must be one of the card's input modes: {accepted}")],
+        )
+
+
+def _clipped(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "\u2026"
+
+
+def _listed(modes: Iterable[str], limit: int) -> str:
+    listed = list(modes)
+    shown = ", ".join(_clipped(mode, MAX_SHOWN_MEDIA_TYPE_CHARS) for mode in listed[:limit])
+    return shown if len(listed) <= limit else f"{shown} and {len(listed) - limit} more"
