@@ -11,7 +11,8 @@ Media types compare as RFC 9110 says: without their parameters (`text/plain; cha
 and ignoring case; `*/*` accepts every type and `image/*` every image type. A mode that is not a media type
 (`text`, as some 0.3 cards declare) accepts only a part that states the same word.
 
-The accepted set is compiled once per card; checking a part is a string split and a set lookup.
+The accepted set is compiled once per card; request validation (a2a_grpc.validation) checks each part as it
+walks them: a set lookup for a media type spelled as the card spells it, else a string split and two more.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ class AcceptedInputModes:
     whole_types: frozenset[str]
     accepts_any: bool
     declared: tuple[str, ...]  # as the card spells them, for the refusal
+    spelled: frozenset[str]  # the declared modes and their essences: a part that states one needs no parsing
 
     @classmethod
     def of(cls, card: a2a_pb2.AgentCard) -> AcceptedInputModes:
@@ -47,10 +49,11 @@ class AcceptedInputModes:
         declared = tuple(dict.fromkeys(mode.strip() for mode in modes if mode.strip()))
         essences = frozenset(essence(mode) for mode in declared)
         whole_types = frozenset(mode[:-2] for mode in essences if mode.endswith("/*") and mode != ANY_TYPE)
-        return cls(essences, whole_types, not essences or ANY_TYPE in essences, declared)
+        accepts_any = not essences or ANY_TYPE in essences
+        return cls(essences, whole_types, accepts_any, declared, essences | frozenset(declared))
 
     def accepts(self, media_type: str) -> bool:
-        if self.accepts_any:
+        if self.accepts_any or media_type in self.spelled:
             return True
         wanted = essence(media_type)
         if wanted in self.essences:
@@ -58,16 +61,11 @@ class AcceptedInputModes:
         kind, slash, _ = wanted.partition("/")
         return bool(slash) and kind in self.whole_types
 
-    def check(self, message: a2a_pb2.Message) -> None:
-        """Refuse the first part whose stated media type the card does not accept."""
-        if self.accepts_any:
-            return
-        for index, part in enumerate(message.parts):
-            media_type = part.media_type
-            if media_type and not self.accepts(media_type):
-                raise self._refusal(index, media_type)
-
-    def _refusal(self, index: int, media_type: str) -> ContentTypeNotSupportedError:
+    def refusal(self, part: a2a_pb2.Part, index: int) -> ContentTypeNotSupportedError | None:
+        """The refusal of `message.parts[index]`, when it states a media type this card does not accept."""
+        media_type = part.media_type
+        if not media_type or self.accepts(media_type):
+            return None
         shown = _clipped(media_type, MAX_SHOWN_MEDIA_TYPE_CHARS)
         accepted = _listed(self.declared, MAX_SHOWN_MODES)
         field = f"message.parts[{index}].media_type"
@@ -76,6 +74,12 @@ class AcceptedInputModes:
             metadata={"mediaType": shown, "acceptedModes": accepted},
             violations=[(field, f"must be one of the card's input modes: {accepted}")],
         )
+
+
+def enforced_input_modes(card: a2a_pb2.AgentCard, enforce: bool) -> AcceptedInputModes | None:
+    """What request validation checks parts against: nothing when not enforced or the card accepts anything."""
+    accepted = AcceptedInputModes.of(card) if enforce else None
+    return None if accepted is None or accepted.accepts_any else accepted
 
 
 def _clipped(text: str, limit: int) -> str:

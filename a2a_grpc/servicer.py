@@ -27,7 +27,7 @@ from a2a_grpc.errors import (
 )
 from a2a_grpc.extensions import MAX_EXTENSION_PAYLOAD_BYTES, ExtensionPayload, ExtensionRegistry, oversized_payloads
 from a2a_grpc.generated import a2a_pb2
-from a2a_grpc.input_modes import AcceptedInputModes
+from a2a_grpc.input_modes import enforced_input_modes
 from a2a_grpc.protocol import STREAM_AFTER_HEADER
 from a2a_grpc.push.guard import PushTargetRefused
 from a2a_grpc.settings.defaults import ENFORCE_INPUT_MODES
@@ -70,7 +70,7 @@ class A2AServicer:
         max_answer_bytes: int = DEFAULT_TASK_LIMITS.max_answer_bytes,
         enforce_input_modes: bool = ENFORCE_INPUT_MODES,
     ) -> None:
-        self._input_modes = AcceptedInputModes.of(card) if enforce_input_modes else None
+        self._input_modes = enforced_input_modes(card, enforce_input_modes)
         self._check_webhook = check_webhook
         self.max_answer_bytes = max_answer_bytes  # a larger GetTask answer is refused before it is built
         self.max_parts = max_parts
@@ -119,9 +119,7 @@ class A2AServicer:
 
     def _validate_send(self, request: a2a_pb2.SendMessageRequest, payloads: list[ExtensionPayload]) -> None:
         """Everything about a SendMessageRequest that reads it whole; safe in a worker thread."""
-        validate_send(request, self.max_parts)
-        if self._input_modes is not None:
-            self._input_modes.check(request.message)
+        validate_send(request, self.max_parts, self._input_modes)
         configuration = request.configuration
         if configuration.HasField("task_push_notification_config"):
             path = "configuration.task_push_notification_config."

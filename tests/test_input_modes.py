@@ -13,12 +13,13 @@ import pytest
 from conftest import BASE_CARD, V1, StartServer, bad_request, error_info, user_message
 from rpc_helpers import TEST_SECONDS, Clients, assert_error, read_all, rpc_error, stream_error
 
-from a2a_grpc.errors import ContentTypeNotSupportedError, error_from_rpc_error
+from a2a_grpc.errors import ContentTypeNotSupportedError, InvalidRequestError, error_from_rpc_error
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.generated.v0_3 import a2a_pb2 as v03
 from a2a_grpc.generated.v0_3 import a2a_pb2_grpc as v03_grpc
-from a2a_grpc.input_modes import AcceptedInputModes
+from a2a_grpc.input_modes import AcceptedInputModes, enforced_input_modes
 from a2a_grpc.server import A2AServer
+from a2a_grpc.validation import validate_send
 
 Code = grpc.StatusCode
 REFUSED = "CONTENT_TYPE_NOT_SUPPORTED"
@@ -134,9 +135,15 @@ def test_what_a_card_accepts_is_compiled_once_and_bounded_in_the_refusal() -> No
     accepted = AcceptedInputModes.of(a2a_pb2.AgentCard(default_input_modes=["text", " text/* ", *many]))
     assert accepted.accepts("text") and accepted.accepts("text/csv") and not accepted.accepts("textual")
     assert not accepted.accepts("texts/csv"), "a whole type matches its own type only"
-    assert AcceptedInputModes.of(a2a_pb2.AgentCard()).accepts_any, "no modes anywhere: everything"
-    message = a2a_pb2.Message(parts=[a2a_pb2.Part(text="x", media_type="video/" + "x" * 10_000)])
-    with pytest.raises(ContentTypeNotSupportedError) as refused:
-        accepted.check(message)
-    assert len(refused.value.metadata["mediaType"]) == 100
-    assert refused.value.metadata["acceptedModes"].endswith(" and 22 more")
+    assert enforced_input_modes(a2a_pb2.AgentCard(), enforce=True) is None, "no modes anywhere: everything"
+    refused = accepted.refusal(a2a_pb2.Part(text="x", media_type="video/" + "x" * 10_000), 3)
+    assert refused is not None and refused.violations[0][0] == "message.parts[3].media_type"
+    assert len(refused.metadata["mediaType"]) == 100
+    assert refused.metadata["acceptedModes"].endswith(" and 22 more")
+
+
+def test_an_otherwise_invalid_request_is_refused_as_invalid_first() -> None:
+    request = with_part("video/mp4")
+    request.message.parts.add(media_type="text/plain")  # no content
+    with pytest.raises(InvalidRequestError):
+        validate_send(request, input_modes=enforced_input_modes(a2a_pb2.AgentCard(default_input_modes=["a/b"]), True))
