@@ -7,8 +7,8 @@ takes is refused here (the reading of the reference SDK, a2a-sdk 1.3). A card th
 anywhere accepts everything. Only a media type a part states is checked: the spec refuses "a Media Type
 provided in the request's message parts", and most clients send text parts without one.
 
-Media types compare as RFC 9110 says: without their parameters (`text/plain; charset=utf-8` is `text/plain`)
-and ignoring case; `*/*` accepts every type and `image/*` every image type. A mode that is not a media type
+Media types compare by type and subtype, ignoring case (as RFC 9110 has it) and parameters (`text/plain;
+charset=utf-8` is `text/plain`); `*/*` accepts every type and `image/*` every image type. A mode that is not a media type
 (`text`, as some 0.3 cards declare) accepts only a part that states the same word.
 
 The accepted set is compiled once per card; request validation (a2a_grpc.validation) checks each part as it
