@@ -111,6 +111,8 @@ class ServerSettings:
     max_streams_per_caller: int = defaults.MAX_STREAMS_PER_CALLER
     max_streams: int = defaults.MAX_STREAMS
     max_parts: int = defaults.MAX_PARTS  # parts of one message; more: INVALID_ARGUMENT
+    # a part whose media_type no input mode of the card accepts: ContentTypeNotSupportedError (a2a_grpc.input_modes)
+    enforce_input_modes: bool = defaults.ENFORCE_INPUT_MODES
     # distinct a2a-extensions of one call; more: INVALID_ARGUMENT
     max_extensions_per_call: int = defaults.MAX_EXTENSIONS_PER_CALL
     max_history_per_task: int = defaults.MAX_HISTORY_PER_TASK  # messages a task keeps; older ones are dropped
@@ -366,6 +368,7 @@ class A2AServer:
             check_webhook=self.push.check_webhook if self.push is not None else None,
             max_parts=settings.max_parts,
             max_answer_bytes=self.task_limits.max_answer_bytes,
+            enforce_input_modes=settings.enforce_input_modes,
         )
         faces = [(V10_FACE, servicer), *([(V03_FACE, V03Servicer(servicer))] if self._serves_v03 else [])]
         chains = [self._chain(face) for face, _ in faces]

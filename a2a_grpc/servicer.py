@@ -27,8 +27,10 @@ from a2a_grpc.errors import (
 )
 from a2a_grpc.extensions import MAX_EXTENSION_PAYLOAD_BYTES, ExtensionPayload, ExtensionRegistry, oversized_payloads
 from a2a_grpc.generated import a2a_pb2
+from a2a_grpc.input_modes import enforced_input_modes
 from a2a_grpc.protocol import STREAM_AFTER_HEADER
 from a2a_grpc.push.guard import PushTargetRefused
+from a2a_grpc.settings.defaults import ENFORCE_INPUT_MODES
 from a2a_grpc.settings.defaults import MAX_LIST_PAGE_BYTES as MAX_LIST_PAGE_BYTES
 from a2a_grpc.tasks import Subscriber, SubscriptionStoppedError, TaskManager, TaskRun, task_view, wait_durable
 from a2a_grpc.tasks.answers import check_answer
@@ -66,7 +68,9 @@ class A2AServicer:
         check_webhook: Callable[[str], Awaitable[None]] | None = None,
         max_parts: int = MAX_PARTS,
         max_answer_bytes: int = DEFAULT_TASK_LIMITS.max_answer_bytes,
+        enforce_input_modes: bool = ENFORCE_INPUT_MODES,
     ) -> None:
+        self._input_modes = enforced_input_modes(card, enforce_input_modes)
         self._check_webhook = check_webhook
         self.max_answer_bytes = max_answer_bytes  # a larger GetTask answer is refused before it is built
         self.max_parts = max_parts
@@ -115,7 +119,7 @@ class A2AServicer:
 
     def _validate_send(self, request: a2a_pb2.SendMessageRequest, payloads: list[ExtensionPayload]) -> None:
         """Everything about a SendMessageRequest that reads it whole; safe in a worker thread."""
-        validate_send(request, self.max_parts)
+        validate_send(request, self.max_parts, self._input_modes)
         configuration = request.configuration
         if configuration.HasField("task_push_notification_config"):
             path = "configuration.task_push_notification_config."

@@ -17,6 +17,7 @@ from google.protobuf.message import Message as ProtoMessage
 
 from a2a_grpc.errors import InvalidRequestError
 from a2a_grpc.generated import a2a_pb2
+from a2a_grpc.input_modes import AcceptedInputModes
 from a2a_grpc.nesting import MAX_JSON_NESTING, JsonValue, nests_deeper_than
 from a2a_grpc.settings.defaults import MAX_PARTS as MAX_PARTS
 
@@ -144,13 +145,20 @@ def _check_history_length(request: ProtoMessage, path: str, out: Violations) -> 
         out.append((path + "history_length", "must not be negative"))
 
 
-def validate_send(request: a2a_pb2.SendMessageRequest, max_parts: int = MAX_PARTS) -> None:
+def validate_send(
+    request: a2a_pb2.SendMessageRequest, max_parts: int = MAX_PARTS, input_modes: AcceptedInputModes | None = None
+) -> None:
+    """Besides the fields: with `input_modes`, a part of a media type the card does not accept is
+    ContentTypeNotSupportedError, once the request is otherwise valid."""
     message = request.message
     count = len(message.parts)
     if count > max_parts:  # refused before any part is looked at
         _raise_if([("message.parts", f"has {count} parts; at most {max_parts} are allowed")])
     out = required_violations(request)
+    refused = None
     for index, part in enumerate(message.parts):
+        if input_modes is not None and refused is None:
+            refused = input_modes.refusal(part, index)
         content = part.WhichOneof("content")
         if content is None:
             out.append((f"message.parts[{index}]", "has no content: set one of text, raw, url or data"))
@@ -171,6 +179,8 @@ def validate_send(request: a2a_pb2.SendMessageRequest, max_parts: int = MAX_PART
     if request.HasField("configuration"):
         _check_history_length(request.configuration, "configuration.", out)
     _raise_if(out)
+    if refused is not None:
+        raise refused
 
 
 def _check_no_nul(identifier: str, path: str, out: Violations) -> None:

@@ -45,6 +45,7 @@ SERVERS: dict[str, list[str]] = {
     "memory.ext": [*MEMORY, *EXT],
     "memory.noext": [*MEMORY, *NOEXT],
     "memory.ext.telemetry-off": [*MEMORY, *EXT, *TELEMETRY_OFF],
+    "memory.ext.input-modes": [*MEMORY, *EXT, "--enforce-input-modes"],
     "sqlite.ext": [*SQLITE, *EXT],
     "sqlite.noext": [*SQLITE, *NOEXT],
     "sqlite.ext.telemetry-off": [*SQLITE, *EXT, *TELEMETRY_OFF],

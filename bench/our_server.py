@@ -72,6 +72,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--push-allow-http", action="store_true", help="PushSettings.allow_http: plain http webhooks")
     parser.add_argument(
+        "--enforce-input-modes", action="store_true", help="enforce_input_modes: parts checked against the card's modes"
+    )
+    parser.add_argument(
         "--telemetry",
         choices=TELEMETRY,
         default="serve",
@@ -134,6 +137,7 @@ async def serve(args: argparse.Namespace, worker: bool) -> int:
         auth=auth_settings(args),
         tls_cert=args.tls_cert,
         tls_key=args.tls_key,
+        enforce_input_modes=args.enforce_input_modes,
     )
     agent: AgentExecutor = AGENTS[args.agent]()
     server = A2AServer(settings, agent=agent)

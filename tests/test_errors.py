@@ -1,7 +1,7 @@
 """The A2A error table as the server produces it: code, ErrorInfo reason, domain, metadata;
 and the table both ways, each row encoded and decoded again.
 
-Rows the server never produces today: ContentTypeNotSupportedError and InvalidAgentResponseError.
+Rows the server never produces today: InvalidAgentResponseError (ContentTypeNotSupportedError: tests/test_input_modes.py).
 """
 
 from __future__ import annotations

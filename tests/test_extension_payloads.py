@@ -20,6 +20,7 @@ from a2a_grpc.client import text_message
 from a2a_grpc.ext import traceability
 from a2a_grpc.extensions import MAX_EXTENSION_PAYLOAD_BYTES, ExtensionPayload
 from a2a_grpc.generated import a2a_pb2
+from a2a_grpc.input_modes import AcceptedInputModes
 from a2a_grpc.server import A2AServer
 from a2a_grpc.servicer import INLINE_VALIDATION_BYTES, INLINE_WALK_BYTES
 from a2a_grpc.validation import validate_send
@@ -105,9 +106,11 @@ def watch_walks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """The threads the servicer walked SendMessage requests on (validate_send), as they are walked."""
     threads: list[int] = []
 
-    def watched(request: a2a_pb2.SendMessageRequest, max_parts: int) -> None:
+    def watched(
+        request: a2a_pb2.SendMessageRequest, max_parts: int, input_modes: AcceptedInputModes | None = None
+    ) -> None:
         threads.append(threading.get_ident())
-        validate_send(request, max_parts)
+        validate_send(request, max_parts, input_modes)
 
     monkeypatch.setattr(servicer, "validate_send", watched)
     return threads

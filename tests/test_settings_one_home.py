@@ -58,6 +58,7 @@ PART_DEFAULTS: dict[tuple[Callable[..., Any], str], str] = {
     (A2AServicer, "max_list_page_bytes"): "max_list_page_bytes",
     (A2AServicer, "max_extension_payload_bytes"): "max_extension_payload_bytes",
     (A2AServicer, "max_parts"): "max_parts",
+    (A2AServicer, "enforce_input_modes"): "enforce_input_modes",
     (validate_send, "max_parts"): "max_parts",
     (TaskManager, "subscriber_buffer_bytes"): "max_subscriber_buffer_bytes",
     (TaskManager, "lease_seconds"): "lease_seconds",

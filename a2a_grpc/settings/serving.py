@@ -94,6 +94,17 @@ SERVING_SETTINGS = (
         doc="seconds in-flight calls get to finish on SIGTERM/SIGINT",
     ),
     Setting(
+        "enforce_input_modes",
+        field="enforce_input_modes",
+        default_value=defaults.ENFORCE_INPUT_MODES,
+        kind=Kind.ON_OFF,
+        help="refuse a message part whose media_type no input mode of the card (its defaultInputModes or a "
+        "skill's inputModes; */* and image/* honoured) accepts, INVALID_ARGUMENT CONTENT_TYPE_NOT_SUPPORTED",
+        doc="refuse a message part whose `media_type` no input mode of the card accepts (`defaultInputModes` or "
+        "any skill's `inputModes`; `*/*`, `image/*` and parameters honoured) with `ContentTypeNotSupportedError`; "
+        "off by default: see [Input modes](#input-modes)",
+    ),
+    Setting(
         "missing_version_means",
         field="missing_version_means",
         default_value=defaults.MISSING_VERSION_MEANS,
