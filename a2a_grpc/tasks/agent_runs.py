@@ -11,8 +11,8 @@ from collections.abc import Callable
 from a2a_grpc.agent import AgentExecutor, EventPublisher, TaskLimitError
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.tasks.eager import start_eagerly
-from a2a_grpc.tasks.machine import TaskRun
 from a2a_grpc.tasks.rules import stopped_message
+from a2a_grpc.tasks.run import TaskRun
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +35,7 @@ class AgentRuns:
         if runner.done():  # as the done callback would, with the task's outcome left to asyncio as there
             self._run_finished(run)
             return
-        run.runner = runner
+        run.started(runner)
         self._runners.add(runner)
         runner.add_done_callback(lambda _: self._run_finished(run))
 
@@ -54,35 +54,34 @@ class AgentRuns:
             await self._run_agent(run)
             return
         with traced.tracing.agent_span(traced, run.task) as span:
-            run.trace = span.trace  # the run's store writes are the agent span's children
+            run.traced_by(span.trace)  # the run's store writes are the agent span's children
             error = await self._run_agent(run)
-            span.ended(run.machine.state, run.reply is not None, error)
+            span.ended(run.task.status.state, run.reply is not None, error)
 
     async def _run_agent(self, run: TaskRun) -> BaseException | None:
         """Run the agent; what it raised, if anything (logged, and the task failed, here)."""
-        machine = run.machine
         publisher = EventPublisher(run)
         try:
             await self.executor.execute(run.context, publisher)
         except asyncio.CancelledError as error:  # only shutdown cancels a run that CancelTask did not settle
-            if machine.is_running(run):
+            if run.running:
                 run.record_outcome(a2a_pb2.TASK_STATE_FAILED, stopped_message(publisher.agent_message()))
             return error
         except TaskLimitError as error:
             log.warning("agent failed on task %s: %s", run.task_id, error)
-            if machine.is_running(run):
+            if run.running:
                 failure = publisher.agent_message(f"The task reached a limit of this server: {error}.")
                 run.record_outcome(a2a_pb2.TASK_STATE_FAILED, failure)
             return error
         except Exception as error:
             log.exception("agent failed on task %s", run.task_id)
-            if machine.is_running(run):
+            if run.running:
                 run.record_outcome(a2a_pb2.TASK_STATE_FAILED, publisher.agent_message("The agent failed."))
             return error
         else:
-            if machine.is_running(run) and run.context.cancel_requested:
+            if run.running and run.context.cancel_requested:
                 run.record_outcome(a2a_pb2.TASK_STATE_CANCELED, None)
-            elif machine.is_running(run):
+            elif run.running:
                 log.warning("agent returned without settling task %s", run.task_id)
                 message = publisher.agent_message("The agent ended without a result.")
                 run.record_outcome(a2a_pb2.TASK_STATE_FAILED, message)
@@ -92,17 +91,17 @@ class AgentRuns:
         """Runs when the agent's task ends in any way, even cancelled before it started."""
         if run.runner is not None:
             self._runners.discard(run.runner)
-        run.machine.end_run(run)
+        run.ended()
 
     # ---- cancel ------------------------------------------------------------------------------
 
     def cancel_once(self, run: TaskRun) -> asyncio.Future[None]:
         """Ask the agent to cancel; once per run, so a concurrent CancelTask waits for that outcome (the
         future returned)."""
-        if run.cancelling is None:
-            run.machine.cancel(run)
-            run.cancelling = asyncio.ensure_future(self._cancel_run(run))
-        return run.cancelling
+        cancelling = run.cancelling
+        if cancelling is None:
+            cancelling = run.begin_cancel(self._cancel_run(run))
+        return cancelling
 
     async def _cancel_run(self, run: TaskRun) -> None:
         run.context.request_cancel()
@@ -113,7 +112,7 @@ class AgentRuns:
                     await cancel(run.context, EventPublisher(run))
         except Exception:
             log.exception("agent cancel handler failed on task %s", run.task_id)
-        if run.machine.is_running(run):
+        if run.running:
             run.record_outcome(a2a_pb2.TASK_STATE_CANCELED, None)
         runner = run.runner
         if runner is not None and not runner.done():
