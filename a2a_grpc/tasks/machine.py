@@ -35,6 +35,7 @@ from a2a_grpc.tasks.phase import RUN_PHASES, Phase, TransitionError, resting_pha
 from a2a_grpc.tasks.rules import check_resumable, not_cancelable, stopped_message
 from a2a_grpc.tasks.run import TaskRun
 from a2a_grpc.tasks.subscriber import Subscriber, wait_durable
+from a2a_grpc.tasks.watchers import Watchers
 
 if TYPE_CHECKING:  # opentelemetry is an optional extra: tracing is imported only where it is on
     from a2a_grpc.telemetry.tracing import TraceContext
@@ -73,7 +74,7 @@ class TaskMachine:
         self._version = version
         self._seq = seq
         self._phase = resting_phase(task.status.state)
-        self._subscribers: list[Subscriber] = []
+        self._subscribers = Watchers()
         self._run: TaskRun | None = None  # the run of the agent that publishes into the task now
         self._pending: TaskWrite | None = None
         self._chain = WriteChain()  # the writes made on top of the version loaded (`WriteChain`)
@@ -162,29 +163,20 @@ class TaskMachine:
         self, subscriber: Subscriber, after: int, written: asyncio.Future[None] | None, *, check_log: bool
     ) -> None:
         subscriber.attach(self._home.log(self), after, self._seq, written, check_log=check_log)
-        self._subscribers.append(subscriber)
+        self._subscribers.add(subscriber)
 
     def unsubscribe(self, subscriber: Subscriber) -> None:
         """The subscriber's stream is over: it is closed, and the task released once nobody needs it."""
-        subscriber.close()
-        if subscriber in self._subscribers:
-            self._subscribers.remove(subscriber)
+        self._subscribers.drop(subscriber)
         self._home.release(self)
 
     def stop_subscribers(self) -> None:
         """The server is stopping: each subscriber ends once it delivered what it knows."""
-        for subscriber in self._subscribers:
-            subscriber.stop()
+        self._subscribers.stop()
 
     def note_events(self, seq: int) -> None:
         """Another replica stored the task's events up to `seq`: its subscribers read them from the log."""
-        for subscriber in self._subscribers:
-            subscriber.note(seq)
-
-    def _close_subscribers(self) -> None:
-        for subscriber in self._subscribers:
-            subscriber.close()
-        self._subscribers.clear()
+        self._subscribers.note(seq)
 
     def use_push_config(self, config: a2a_pb2.TaskPushNotificationConfig) -> None:
         """A config the message creating the task carries: a copy of it, made the task's (with an id of its own
@@ -265,7 +257,7 @@ class TaskMachine:
             )
         message.task_id = ""
         message.context_id = self._content.task.context_id
-        self._close_subscribers()
+        self._subscribers.close()
         self._run = None
         self._phase = Phase.DROPPED
         self._home.forget(self)
@@ -281,10 +273,7 @@ class TaskMachine:
 
     def _settle(self, run: TaskRun, state: int) -> None:
         if state in INTERRUPTED_STATES:
-            for subscriber in self._subscribers:
-                if subscriber.close_on_interrupt:
-                    subscriber.close()
-            self._subscribers = [s for s in self._subscribers if not s.closed]
+            self._subscribers.close(on_interrupt=True)
             self._run = None  # the task waits for the client now: the reply may come before the agent returns
             self._phase = Phase.INTERRUPTED
         run.settle()
@@ -374,7 +363,7 @@ class TaskMachine:
         self._publish(write, response, state)
         if state in TERMINAL_STATES:
             self._phase = Phase.FINAL
-            self._close_subscribers()
+            self._subscribers.close()
 
     def _add_artifact(self, artifact: a2a_pb2.Artifact, append: bool, last_chunk: bool) -> None:
         """Apply, persist and publish an artifact chunk."""
@@ -424,8 +413,7 @@ class TaskMachine:
         self._seq += 1
         event = TaskEvent(self._seq, state, response.SerializeToString())
         write.events.append(event)
-        for subscriber in self._subscribers:
-            subscriber.push(event, self._last_write)
+        self._subscribers.push(event, self._last_write)
 
     # ---- the store ---------------------------------------------------------------------------------
 
