@@ -45,7 +45,11 @@ def _fields(cls: ast.ClassDef) -> set[str]:
     names: set[str] = set()
     for item in cls.body:
         if isinstance(item, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__slots__" for t in item.targets):
-            names |= {elt.value for elt in ast.walk(item.value) if isinstance(elt, ast.Constant)}
+            names |= {
+                elt.value
+                for elt in ast.walk(item.value)
+                if isinstance(elt, ast.Constant) and isinstance(elt.value, str)
+            }
         elif isinstance(item, ast.FunctionDef) and any(
             isinstance(d, ast.Name) and d.id == "property" for d in item.decorator_list
         ):
@@ -110,6 +114,7 @@ def outside_writes(modules: dict[Path, ast.Module]) -> list[str]:
                     continue
                 owner, fields = owners[kind]
                 if path != owner and (target.attr == "*" or target.attr in fields):
+                    assert isinstance(node, (ast.stmt, ast.expr))
                     found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {ast.unparse(node)[:100]}")
     return found
 

@@ -35,6 +35,9 @@ class HeldAgent:
         await self.go_on.wait()
         await events.complete("done")
 
+    async def cancel(self, context: RequestContext, events: EventPublisher) -> None:
+        await events.canceled()
+
 
 def push_servicer(store: MemoryStore, agent: HeldAgent) -> A2AServicer:
     card = a2a_pb2.AgentCard(name="test")
