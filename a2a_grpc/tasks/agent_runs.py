@@ -60,28 +60,29 @@ class AgentRuns:
 
     async def _run_agent(self, run: TaskRun) -> BaseException | None:
         """Run the agent; what it raised, if anything (logged, and the task failed, here)."""
+        machine = run.machine
         publisher = EventPublisher(run)
         try:
             await self.executor.execute(run.context, publisher)
         except asyncio.CancelledError as error:  # only shutdown cancels a run that CancelTask did not settle
-            if run.running:
+            if machine.is_running(run):
                 run.record_outcome(a2a_pb2.TASK_STATE_FAILED, stopped_message(publisher.agent_message()))
             return error
         except TaskLimitError as error:
             log.warning("agent failed on task %s: %s", run.task_id, error)
-            if run.running:
+            if machine.is_running(run):
                 failure = publisher.agent_message(f"The task reached a limit of this server: {error}.")
                 run.record_outcome(a2a_pb2.TASK_STATE_FAILED, failure)
             return error
         except Exception as error:
             log.exception("agent failed on task %s", run.task_id)
-            if run.running:
+            if machine.is_running(run):
                 run.record_outcome(a2a_pb2.TASK_STATE_FAILED, publisher.agent_message("The agent failed."))
             return error
         else:
-            if run.running and run.context.cancel_requested:
+            if machine.is_running(run) and run.context.cancel_requested:
                 run.record_outcome(a2a_pb2.TASK_STATE_CANCELED, None)
-            elif run.running:
+            elif machine.is_running(run):
                 log.warning("agent returned without settling task %s", run.task_id)
                 message = publisher.agent_message("The agent ended without a result.")
                 run.record_outcome(a2a_pb2.TASK_STATE_FAILED, message)
@@ -91,7 +92,7 @@ class AgentRuns:
         """Runs when the agent's task ends in any way, even cancelled before it started."""
         if run.runner is not None:
             self._runners.discard(run.runner)
-        run.ended()
+        run.machine.end_run(run)
 
     # ---- cancel ------------------------------------------------------------------------------
 
@@ -112,7 +113,7 @@ class AgentRuns:
                     await cancel(run.context, EventPublisher(run))
         except Exception:
             log.exception("agent cancel handler failed on task %s", run.task_id)
-        if run.running:
+        if run.machine.is_running(run):
             run.record_outcome(a2a_pb2.TASK_STATE_CANCELED, None)
         runner = run.runner
         if runner is not None and not runner.done():

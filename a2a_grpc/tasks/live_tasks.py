@@ -132,13 +132,14 @@ class LiveTasks:
     def release(self, machine: TaskMachine) -> None:
         """Forget a live task once nobody works on or watches it and its last write is durable
         (checked again when that write completes, since a newer one may have been made meanwhile)."""
-        if machine.run is not None or machine.watched or self._by_id.get(machine.task.id) is not machine:
+        task_id = machine.task.id
+        if machine.in_use or self._by_id.get(task_id) is not machine:
             return
         write = machine.last_write
         if write is not None and not write.done():
             write.add_done_callback(lambda _: self.release(machine))
         else:
-            del self._by_id[machine.task.id]
+            del self._by_id[task_id]
 
     def forget(self, machine: TaskMachine) -> None:
         """Drop a live task at once, whoever still holds it: it no longer stands for the stored task."""

@@ -1,16 +1,16 @@
 """One task this process holds, and the state machine that owns its transitions.
 
-A `TaskMachine` holds the authoritative Task object (its `TaskContent`), its subscribers, its push config
-until the task's first write and its pending write, and the run of the agent on it (`TaskRun`), if any. Its
-fields are its own: everything that changes them goes through one of its named transitions: `subscribe`,
-`unsubscribe`, `stop_subscribers` and `note_events` (the streams that watch the task), `use_push_config`,
-`submit` (a message starts a run), `publish_status`, `publish_artifact` and `reply` (what the run's agent
-publishes; a settled state settles the run), `conclude` (the server settles a task no run here works on),
-`cancel` and `open_cancel_run`, `end_run`, `flush` and `stored` (the pending write handed to the store, and
-its answer), `write_failed` and `take_over` (a newer version another replica stored replaces the task). Each
-checks the task's `phase` first: a transition the phase does not allow raises `TransitionError` (or, for what
-the agent publishes, `PublisherError`, or the A2A error its caller answers with). Others read its fields
-through read-only properties (tests/test_machine_fields.py checks that nobody else assigns them).
+A `TaskMachine` holds the authoritative Task (its `TaskContent`), its subscribers, its push config until its
+first write, its pending write, and the run of the agent on it (`TaskRun`), if any. Its fields are its own
+(tests/test_machine_fields.py checks that nobody else assigns them): everything that changes them goes
+through one of its named transitions: `subscribe`, `unsubscribe`, `stop_subscribers` and `note_events` (the
+streams that watch the task), `use_push_config`, `submit` (a message starts a run), `publish_status`,
+`publish_artifact` and `reply` (what the run's agent publishes; a settled state settles the run), `conclude`
+(the server settles a task no run here works on), `cancel` and `open_cancel_run`, `end_run`, `flush` and
+`stored` (the pending write handed to the store, and its answer), `write_failed` and `take_over` (a newer
+version another replica stored replaces the task). Each checks the task's `phase` first: a transition the
+phase does not allow raises `TransitionError` (or, for what the agent publishes, `PublisherError`, or the A2A
+error its caller answers with).
 
 The machines of one manager share a `TaskHome` (`a2a_grpc.tasks.home`).
 """
@@ -104,23 +104,25 @@ class TaskMachine:
 
     @property
     def run(self) -> TaskRun | None:
-        """The run of the agent that publishes into the task now."""
         return self._run
 
     @property
     def last_write(self) -> asyncio.Future[None] | None:
-        """Resolves once the task's last write is durable."""
         return self._last_write
 
     @property
     def write_error(self) -> BaseException | None:
-        """What callers got for the first write of the task that failed."""
         return self._write_error
 
     @property
     def watched(self) -> bool:
         """Whether a subscriber watches the task."""
         return bool(self._subscribers)
+
+    @property
+    def in_use(self) -> bool:
+        """Whether a run works on the task here or a subscriber watches it."""
+        return self._run is not None or bool(self._subscribers)
 
     @property
     def state(self) -> int:
@@ -155,15 +157,11 @@ class TaskMachine:
         """`subscriber` gets the task's events after `after` (by default, after the last one); `check_log` reads
         the stored log first (another replica may be writing it). A final task's subscriber ends once it has
         the events it missed."""
-        self._watch(subscriber, self._seq if after is None else after, self._last_write, check_log=check_log)
+        start = self._seq if after is None else after
+        subscriber.attach(self._home.log(self), start, self._seq, self._last_write, check_log=check_log)
+        self._subscribers.append(subscriber)
         if self.state in TERMINAL_STATES:
             subscriber.close()
-
-    def _watch(
-        self, subscriber: Subscriber, after: int, written: asyncio.Future[None] | None, *, check_log: bool
-    ) -> None:
-        subscriber.attach(self._home.log(self), after, self._seq, written, check_log=check_log)
-        self._subscribers.add(subscriber)
 
     def unsubscribe(self, subscriber: Subscriber) -> None:
         """The subscriber's stream is over: it is closed, and the task released once nobody needs it."""
@@ -182,7 +180,7 @@ class TaskMachine:
         """A config the message creating the task carries: a copy of it, made the task's (with an id of its own
         when it has none), is stored with the task's first write."""
         if self._version > 0:
-            raise TransitionError(f"task {self._content.task.id} was stored already: its configs are the store's")
+            raise TransitionError(f"task {self.task.id} was stored already: its configs are the store's")
         own = self._push_config = a2a_pb2.TaskPushNotificationConfig()
         own.CopyFrom(config)
         own.task_id = self._content.task.id
@@ -205,18 +203,20 @@ class TaskMachine:
         no message now). `subscriber` watches the task from now on; `show_now` shows a new task at once."""
         message = context.message
         if created and (self._version > 0 or self._phase is not Phase.IDLE):
-            raise TransitionError(f"task {self._content.task.id} was created already")
+            raise TransitionError(f"task {self.task.id} was created already")
         if created:
-            self._count_history(None, caller=True)  # the new task's history holds its message
+            self._content.count_history(None, caller=True, limit=self._home.max_history_bytes, new_task=True)
         else:
-            self._check_not_dropped()
+            if self._phase is Phase.DROPPED:
+                raise TransitionError(f"task {self.task.id} was dropped: it takes nothing more")
             check_resumable(self._content.task, message, busy=self._phase is not Phase.INTERRUPTED)
-            self._count_history(message, caller=True)
-            self._change_status(a2a_pb2.TASK_STATE_WORKING, None, message)  # before the run: see _flush_pending
+            self._content.count_history(message, caller=True, limit=self._home.max_history_bytes)
+            self._change_status(a2a_pb2.TASK_STATE_WORKING, None, message)  # before the run: see flush
         run = self._run = TaskRun(self, context, self._home.loop, created=created, trace=trace, clock=clock)
         self._phase = Phase.RUNNING
         if subscriber is not None:
-            self._watch(subscriber, self._seq, None, check_log=False)
+            subscriber.attach(self._home.log(self), self._seq, self._seq)
+            self._subscribers.append(subscriber)
         if not created:
             self._show(run)
         elif show_now:
@@ -237,7 +237,7 @@ class TaskMachine:
         """`limited`: a message past the task's history bytes raises TaskLimitError (the agent's)."""
         self._check_publishing(run)
         if message is not None:
-            self._count_history(message, caller=False, limited=limited)
+            self._content.count_history(message, caller=False, limit=self._home.max_history_bytes if limited else None)
         self._change_status(state, message)
         if state in SETTLED_STATES:
             self._settle(run, state)
@@ -252,7 +252,7 @@ class TaskMachine:
         self._check_publishing(run)
         if run.opened.done():
             raise PublisherError(
-                f"reply() must come before anything else is published for task {self._content.task.id}, "
+                f"reply() must come before anything else is published for task {self.task.id}, "
                 "and only for a new message the caller did not ask to return at once"
             )
         message.task_id = ""
@@ -265,11 +265,9 @@ class TaskMachine:
 
     def _check_publishing(self, run: TaskRun) -> None:
         if self._run is not run:
-            raise PublisherError(
-                f"the agent's run on task {self._content.task.id} is over: it can publish nothing more"
-            )
+            raise PublisherError(f"the agent's run on task {self.task.id} is over: it can publish nothing more")
         if self._phase is Phase.FINAL:
-            raise PublisherError(f"task {self._content.task.id} is already {TaskState.Name(self.state)}")
+            raise PublisherError(f"task {self.task.id} is already {TaskState.Name(self.state)}")
 
     def _settle(self, run: TaskRun, state: int) -> None:
         if state in INTERRUPTED_STATES:
@@ -284,10 +282,10 @@ class TaskMachine:
         """Settle a task no run of this process works on (canceled, or failed for a runner that is gone)."""
         if self._phase not in (Phase.IDLE, Phase.INTERRUPTED) or state not in TERMINAL_STATES:
             raise TransitionError(
-                f"task {self._content.task.id} cannot be made {TaskState.Name(state)} while {self._phase.value}"
+                f"task {self.task.id} cannot be made {TaskState.Name(state)} while {self._phase.value}"
             )
         if message is not None:
-            self._count_history(message, caller=False, limited=False)
+            self._content.count_history(message, caller=False, limit=None)
         self._change_status(state, message)
 
     # ---- cancel --------------------------------------------------------------------------------
@@ -297,7 +295,7 @@ class TaskMachine:
         if self._phase is Phase.FINAL:
             raise not_cancelable(self._content.task.id, self.state)
         if self._run is not run or self._phase not in RUN_PHASES:
-            raise TransitionError(f"task {self._content.task.id} has no run to cancel while {self._phase.value}")
+            raise TransitionError(f"task {self.task.id} has no run to cancel while {self._phase.value}")
         self._phase = Phase.CANCELLING
 
     def open_cancel_run(self, context: RequestContext, trace: TraceContext | None) -> TaskRun:
@@ -307,7 +305,7 @@ class TaskMachine:
         if self._phase is Phase.FINAL:
             raise not_cancelable(self._content.task.id, self.state)
         if self._phase not in (Phase.IDLE, Phase.INTERRUPTED):
-            raise TransitionError(f"task {self._content.task.id} cannot open a cancel run while {self._phase.value}")
+            raise TransitionError(f"task {self.task.id} cannot open a cancel run while {self._phase.value}")
         run = self._run = TaskRun(self, context, self._home.loop, created=False, trace=trace, clock=None)
         self._phase = Phase.CANCELLING
         return run
@@ -330,16 +328,15 @@ class TaskMachine:
         """The end of a run made by `open_cancel_run` (it has no agent of its own to end)."""
         if self._run is run:
             self._run = None
-        run.settle()
+        if not run.settled.done():
+            run.settle()
 
     # ---- a replica's reload ----------------------------------------------------------------------
 
     def take_over(self, task: a2a_pb2.Task, version: int, seq: int) -> None:
         """A newer version of the task another replica stored replaces the one held here."""
         if self._run is not None or self._pending is not None:
-            raise TransitionError(
-                f"task {self._content.task.id} is worked on here: no other replica's version replaces it"
-            )
+            raise TransitionError(f"task {self.task.id} is worked on here: no other replica's version replaces it")
         self._content, self._version, self._seq = TaskContent(task), version, seq
         self._phase = resting_phase(task.status.state)
         self._chain = WriteChain()  # its next write follows the version loaded, not its own last one
@@ -363,7 +360,8 @@ class TaskMachine:
         self._publish(write, response, state)
         if state in TERMINAL_STATES:
             self._phase = Phase.FINAL
-            self._subscribers.close()
+            if self._subscribers:
+                self._subscribers.close()
 
     def _add_artifact(self, artifact: a2a_pb2.Artifact, append: bool, last_chunk: bool) -> None:
         """Apply, persist and publish an artifact chunk."""
@@ -374,10 +372,6 @@ class TaskMachine:
         if compaction.apply_artifact(self._content, artifact, append):
             self._rebuilt()
         self._publish(write, artifact_event(task, artifact, append, last_chunk), 0)
-
-    def _count_history(self, message: a2a_pb2.Message | None, *, caller: bool, limited: bool = True) -> None:
-        limit = self._home.max_history_bytes if limited else None
-        self._content.count_history(message, caller=caller, limit=limit, new_task=self._version == 0)
 
     def _rebuilt(self) -> None:
         pending = self._pending
@@ -405,7 +399,7 @@ class TaskMachine:
                 write.push_config, self._push_config = self._push_config, None
             loop = self._home.loop
             self._last_write = loop.create_future()
-            loop.call_soon(self._flush_pending, run.trace if run is not None else None)
+            loop.call_soon(self.flush, run.trace if run is not None else None)
         return write
 
     def _publish(self, write: TaskWrite, response: a2a_pb2.StreamResponse, state: int) -> None:
@@ -413,18 +407,14 @@ class TaskMachine:
         self._seq += 1
         event = TaskEvent(self._seq, state, response.SerializeToString())
         write.events.append(event)
-        self._subscribers.push(event, self._last_write)
+        if self._subscribers:
+            self._subscribers.push(event, self._last_write)
 
     # ---- the store ---------------------------------------------------------------------------------
 
     def flush(self, trace: TraceContext | None) -> None:
-        """Hand the pending write, if any, to the store now rather than at the end of the turn."""
-        if self._pending is not None:
-            self._flush_pending(trace)
-
-    def _flush_pending(self, trace: TraceContext | None) -> None:
-        """Hand the pending write to the store, unless `flush` did; `trace` is the run's, when the write was
-        opened (else the run's now: a resumed task's message is written before its run starts)."""
+        """Hand the pending write, if any, to the store (at the end of the turn, or now); `trace` is the run's,
+        when the write was opened (else the run's now: a resumed task's message is written before its run)."""
         write, durable = self._pending, self._last_write
         if write is None:
             return
@@ -456,7 +446,3 @@ class TaskMachine:
         run, self._run = self._run, None  # the run is over: it can record nothing more
         if run is not None and run.runner is not None:
             run.runner.cancel()
-
-    def _check_not_dropped(self) -> None:
-        if self._phase is Phase.DROPPED:
-            raise TransitionError(f"task {self._content.task.id} was dropped: it takes nothing more")

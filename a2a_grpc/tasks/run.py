@@ -49,7 +49,8 @@ class RunMachine(Protocol):
 
 
 class TaskRun:
-    """One execution of the agent for one accepted message.
+    """One execution of the agent for one accepted message. Others read its fields; they change only through its
+    transitions (tests/test_machine_fields.py checks that nobody else assigns them).
 
     `opened` resolves when the call's answer begins: None once the task is shown (the agent published
     something, or the caller wanted the task at once), or the agent's reply Message. `snapshot` is the task
@@ -59,18 +60,18 @@ class TaskRun:
     """
 
     __slots__ = (
-        "_cancelling",
-        "_clock",
-        "_context",
-        "_created",
-        "_machine",
-        "_opened",
-        "_reply",
-        "_runner",
-        "_settled",
-        "_snapshot",
-        "_snapshot_seq",
-        "_trace",
+        "cancelling",
+        "clock",
+        "context",
+        "created",
+        "machine",
+        "opened",
+        "reply",
+        "runner",
+        "settled",
+        "snapshot",
+        "snapshot_seq",
+        "trace",
     )
 
     def __init__(
@@ -83,153 +84,93 @@ class TaskRun:
         trace: TraceContext | None,
         clock: CallClock | None,
     ) -> None:
-        self._machine = machine
-        self._context = context
-        self._created = created  # the message created the task (else it continues one)
-        self._opened: asyncio.Future[a2a_pb2.Message | None] = loop.create_future()
-        self._settled: asyncio.Future[None] = loop.create_future()
-        self._runner: asyncio.Task[None] | None = None
-        self._cancelling: asyncio.Future[None] | None = None
-        self._reply: a2a_pb2.Message | None = None
-        self._snapshot: a2a_pb2.Task | None = None
-        self._snapshot_seq = 0
-        self._trace = trace
-        self._clock = clock  # the agent's time_remaining(), told when the call is over
-
-    @property
-    def machine(self) -> RunMachine:
-        """The machine of the run's task."""
-        return self._machine
-
-    @property
-    def context(self) -> RequestContext:
-        """What the agent was asked."""
-        return self._context
-
-    @property
-    def created(self) -> bool:
-        """Whether the message created the task (else it continues one)."""
-        return self._created
-
-    @property
-    def opened(self) -> asyncio.Future[a2a_pb2.Message | None]:
-        return self._opened
-
-    @property
-    def settled(self) -> asyncio.Future[None]:
-        """Resolves once the run settled its task, or ended."""
-        return self._settled
-
-    @property
-    def runner(self) -> asyncio.Task[None] | None:
-        """The agent's asyncio task, once started (None when it ended at once)."""
-        return self._runner
-
-    @property
-    def cancelling(self) -> asyncio.Future[None] | None:
-        """The client's cancel of the run, once asked."""
-        return self._cancelling
-
-    @property
-    def reply(self) -> a2a_pb2.Message | None:
-        """The agent's reply Message, when it answered with one."""
-        return self._reply
-
-    @property
-    def snapshot(self) -> a2a_pb2.Task | None:
-        return self._snapshot
-
-    @property
-    def snapshot_seq(self) -> int:
-        return self._snapshot_seq
-
-    @property
-    def trace(self) -> TraceContext | None:
-        return self._trace
+        self.machine = machine
+        self.context = context
+        self.created = created  # the message created the task (else it continues one)
+        self.opened: asyncio.Future[a2a_pb2.Message | None] = loop.create_future()
+        self.settled: asyncio.Future[None] = loop.create_future()
+        self.runner: asyncio.Task[None] | None = None
+        self.cancelling: asyncio.Future[None] | None = None
+        self.reply: a2a_pb2.Message | None = None
+        self.snapshot: a2a_pb2.Task | None = None
+        self.snapshot_seq = 0
+        self.trace = trace
+        self.clock = clock  # the agent's time_remaining(), told when the call is over
 
     # ---- transitions -------------------------------------------------------------------------------
 
     def started(self, runner: asyncio.Task[None]) -> None:
         """The agent runs in `runner` (an asyncio task of its own) from now on."""
-        self._runner = runner
+        self.runner = runner
 
     def traced_by(self, trace: TraceContext) -> None:
         """The run's spans (and its store writes') belong under `trace` from now on: the agent's span."""
-        self._trace = trace
+        self.trace = trace
 
     def begin_cancel(self, cancel: Coroutine[Any, Any, None]) -> asyncio.Future[None]:
         """The client asked to cancel the run: its machine goes CANCELLING and `cancel` runs, in an asyncio task
         a later ask joins (`cancelling`); `cancel` is closed, never run, when the machine refuses."""
         try:
-            self._machine.cancel(self)
+            self.machine.cancel(self)
         except BaseException:
             cancel.close()
             raise
-        cancelling = self._cancelling = asyncio.ensure_future(cancel)
+        cancelling = self.cancelling = asyncio.ensure_future(cancel)
         return cancelling
 
     def show(self, snapshot: a2a_pb2.Task | None, seq: int) -> None:
         """The task is shown from now on: the call's answer will be a task (`snapshot`, for a stream)."""
-        self._snapshot, self._snapshot_seq = snapshot, seq
-        self._opened.set_result(None)
+        self.snapshot, self.snapshot_seq = snapshot, seq
+        self.opened.set_result(None)
 
     def answer(self, message: a2a_pb2.Message) -> None:
         """The agent answers with `message` instead of a task; the run is settled."""
-        self._reply = message
-        self._opened.set_result(message)
+        self.reply = message
+        self.opened.set_result(message)
         self.settle()
 
     def settle(self) -> None:
         """The run's part is over: its task settled, or the run ended (a second call changes nothing)."""
-        if not self._settled.done():
-            self._settled.set_result(None)
+        if not self.settled.done():
+            self.settled.set_result(None)
 
     def call_over(self) -> None:
         """The call that sent the message has its answer: the agent's time_remaining() is None from now on."""
-        if self._clock is not None:
-            self._clock.over()
+        if self.clock is not None:
+            self.clock.over()
 
     # ---- the task, and what the agent's publisher records ------------------------------------------
 
     @property
     def task_id(self) -> str:
-        return self._machine.task.id
+        return self.machine.task.id
 
     @property
     def context_id(self) -> str:
-        return self._machine.task.context_id
+        return self.machine.task.context_id
 
     @property
     def task(self) -> a2a_pb2.Task:
         """The task as it stands now (the object may be replaced as the task changes)."""
-        return self._machine.task
-
-    @property
-    def running(self) -> bool:
-        """Whether the run is its task's and has not settled it yet."""
-        return self._machine.is_running(self)
-
-    def ended(self) -> None:
-        """The agent of the run ended in any way (its machine settles what it left)."""
-        self._machine.end_run(self)
+        return self.machine.task
 
     async def durable(self) -> None:
         """Wait until the task's last change is stored."""
-        await self._machine.durable()
+        await self.machine.durable()
 
     async def durable_task(self) -> a2a_pb2.Task:
-        return await self._machine.durable_task()
+        return await self.machine.durable_task()
 
     def record_status(self, state: a2a_pb2.TaskState, message: a2a_pb2.Message | None) -> None:
-        self._machine.publish_status(self, state, message)
+        self.machine.publish_status(self, state, message)
 
     def record_outcome(self, state: a2a_pb2.TaskState, message: a2a_pb2.Message | None) -> None:
         """The server settles the run for its agent (failed, stopped, canceled): its short message joins the
         history even past the task's history bytes, and nothing joins it after that."""
-        self._machine.publish_status(self, state, message, limited=False)
+        self.machine.publish_status(self, state, message, limited=False)
 
     def record_artifact(self, artifact: a2a_pb2.Artifact, append: bool, last_chunk: bool) -> None:
-        self._machine.publish_artifact(self, artifact, append, last_chunk)
+        self.machine.publish_artifact(self, artifact, append, last_chunk)
 
     def record_reply(self, message: a2a_pb2.Message) -> None:
-        self._machine.reply(self, message)
+        self.machine.reply(self, message)

@@ -8,43 +8,34 @@ from a2a_grpc.store.base import TaskEvent
 from a2a_grpc.tasks.subscriber import Subscriber
 
 
-class Watchers:
-    """The task's subscribers, in the order they came."""
+class Watchers(list[Subscriber]):
+    """The task's subscribers, in the order they came (a list: asking whether there are any costs no call)."""
 
-    __slots__ = ("_subscribers",)
-
-    def __init__(self) -> None:
-        self._subscribers: list[Subscriber] = []
-
-    def __bool__(self) -> bool:
-        return bool(self._subscribers)
-
-    def add(self, subscriber: Subscriber) -> None:
-        self._subscribers.append(subscriber)
+    __slots__ = ()
 
     def drop(self, subscriber: Subscriber) -> None:
         """Close `subscriber` and let it go."""
         subscriber.close()
-        if subscriber in self._subscribers:
-            self._subscribers.remove(subscriber)
+        if subscriber in self:
+            self.remove(subscriber)
 
     def push(self, event: TaskEvent, write: asyncio.Future[None] | None) -> None:
-        for subscriber in self._subscribers:
+        for subscriber in self:
             subscriber.push(event, write)
 
     def close(self, *, on_interrupt: bool = False) -> None:
         """Close every subscriber (`on_interrupt`: those that close on an interrupted state) and let them go."""
-        for subscriber in self._subscribers:
+        for subscriber in self:
             if subscriber.close_on_interrupt or not on_interrupt:
                 subscriber.close()
-        self._subscribers = [subscriber for subscriber in self._subscribers if not subscriber.closed]
+        self[:] = [subscriber for subscriber in self if not subscriber.closed]
 
     def stop(self) -> None:
         """The server is stopping: each subscriber ends once it delivered what it knows."""
-        for subscriber in self._subscribers:
+        for subscriber in self:
             subscriber.stop()
 
     def note(self, seq: int) -> None:
         """Another replica stored the task's events up to `seq`."""
-        for subscriber in self._subscribers:
+        for subscriber in self:
             subscriber.note(seq)
