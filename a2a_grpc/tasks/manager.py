@@ -240,8 +240,8 @@ class TaskManager:
         task = a2a_pb2.Task(id=new_id(), context_id=message.context_id or new_id())
         task.status.state = a2a_pb2.TASK_STATE_SUBMITTED
         stamp_now(task.status.timestamp)
-        task.history.append(message)
-        joined = task.history[-1]
+        joined = task.history.add()
+        joined.CopyFrom(message)
         joined.task_id, joined.context_id = task.id, task.context_id
         return self._tasks.new(task, owner)
 
