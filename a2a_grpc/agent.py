@@ -83,7 +83,7 @@ class RequestContext:
         *,
         view: Callable[[CallContext], CallContext] | None = None,
     ) -> None:
-        self.message = message
+        self.message = message  # as the caller sent it: the task's copy carries the ids (`task_id`, `context_id`)
         self._task = task  # the task, or what keeps it current
         self._call = call
         self._view = view  # what the agent sees of `call`, made when it first looks (most agents never do)

@@ -314,7 +314,8 @@ class A2AServer:
         self._front: ConnectionFront | None = None  # accepting for grpc, with --max-connections-per-address
 
     def _push_service(self) -> PushService:
-        claimer = getattr(self.store, "replica_id", "") or new_id()  # replicas claim webhooks as themselves
+        shared = self.store.shared
+        claimer = (shared.replica_id if shared is not None else "") or new_id()  # replicas claim webhooks as themselves
         on_delivery = self.metrics.push_delivery if self.metrics is not None else None
         return PushService(self.settings.push, self.store, claimer, on_delivery=on_delivery)
 

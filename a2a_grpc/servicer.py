@@ -133,8 +133,7 @@ class A2AServicer:
         configuration = request.configuration
         if not run.created and configuration.HasField("task_push_notification_config"):
             config = configuration.task_push_notification_config
-            config.task_id = run.task_id
-            await self.manager.put_push_config(config, call, from_start=True)
+            await self.manager.put_push_config(config, call, from_start=True, task_id=run.task_id)
 
     async def SendMessage(self, request: a2a_pb2.SendMessageRequest, call: CallContext) -> bytes:
         """Answers a SendMessageResponse, already encoded (see a2a_grpc.encoding)."""

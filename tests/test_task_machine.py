@@ -4,6 +4,7 @@ in-memory store and no gRPC, no agent and no task manager (the test plays the ag
 from __future__ import annotations
 
 import asyncio
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -12,9 +13,13 @@ from a2a_grpc.call import CallContext
 from a2a_grpc.errors import StorageUnavailableError, TaskNotCancelableError, UnsupportedOperationError
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.store import MemoryStore
+from a2a_grpc.store.base import TaskWrite
 from a2a_grpc.tasks import SUBSCRIBER_BUFFER_BYTES, Phase, TaskLimits, TaskMachine, TaskRun, TransitionError
 from a2a_grpc.tasks.live_tasks import LiveTasks
 from a2a_grpc.tasks.writes import TaskWriter
+
+if TYPE_CHECKING:
+    from a2a_grpc.telemetry.tracing import TraceContext
 
 OWNER = "p"
 
@@ -58,6 +63,18 @@ def context(machine: TaskMachine, message: a2a_pb2.Message | None = None) -> Req
     return RequestContext(message or machine.task.history[-1], machine, CallContext(principal=OWNER))
 
 
+class UnansweredStorage:
+    """A writer that takes a machine's writes and never answers: each stays under way."""
+
+    def __init__(self) -> None:
+        self.writes: list[TaskWrite] = []
+
+    def write(
+        self, machine: TaskMachine, write: TaskWrite, durable: asyncio.Future[None], trace: TraceContext | None
+    ) -> None:
+        self.writes.append(write)
+
+
 def submitted(tasks: LiveTasks) -> tuple[TaskMachine, TaskRun]:
     machine = new_machine(tasks)
     return machine, machine.submit(context(machine), created=True)
@@ -87,7 +104,7 @@ async def test_a_new_task_is_idle_and_its_submit_starts_a_run_that_shows_nothing
     run = machine.submit(context(machine), created=True)
     assert phase(machine) is Phase.RUNNING and machine.run is run
     assert not machine.shown and not run.opened.done() and not run.settled.done()
-    assert machine.pending is None, "nothing to store until the agent publishes"
+    assert machine.last_write is None, "nothing to store until the agent publishes"
 
 
 async def test_a_submit_that_shows_now_opens_the_call_and_the_create_write() -> None:
@@ -189,7 +206,7 @@ async def test_a_final_status_settles_the_run_and_closes_the_streams() -> None:
     machine.publish_status(run, a2a_pb2.TASK_STATE_COMPLETED, agent_message("done"))
     assert phase(machine) is Phase.FINAL and run.settled.done()
     assert machine.run is run, "the run stays the task's until its agent returns"
-    assert subscriber.closed and not machine.subscribers
+    assert subscriber.closed and not machine.watched
     await machine.durable()
     assert await stored_state(store) == a2a_pb2.TASK_STATE_COMPLETED
 
@@ -200,10 +217,12 @@ async def test_an_interrupted_status_settles_the_run_and_hands_the_task_back_to_
     closing = tasks.new_subscriber(close_on_interrupt=True)
     staying = tasks.new_subscriber(close_on_interrupt=False)
     run = machine.submit(context(machine), created=True, subscriber=closing)
-    machine.subscribers.append(staying)
+    machine.subscribe(staying)
     machine.publish_status(run, a2a_pb2.TASK_STATE_AUTH_REQUIRED, agent_message("sign in"))
     assert phase(machine) is Phase.INTERRUPTED and machine.run is None and run.settled.done()
-    assert closing.closed and machine.subscribers == [staying]
+    assert closing.closed and not staying.closed and machine.watched
+    machine.unsubscribe(staying)
+    assert staying.closed and not machine.watched
 
 
 async def test_publishing_after_a_final_state_is_a_publisher_error() -> None:
@@ -274,7 +293,7 @@ async def test_a_run_that_ends_unsettled_fails_its_task_and_its_write_goes_at_on
     machine.end_run(run)
     assert phase(machine) is Phase.FINAL and machine.state == a2a_pb2.TASK_STATE_FAILED
     assert machine.run is None and run.settled.done()
-    assert machine.pending is None and machine.last_write is not None and machine.last_write.done()
+    assert machine.last_write is not None and machine.last_write.done()
     assert "stopped" in machine.task.status.message.parts[0].text
     assert tasks.get(machine.task.id) is None, "released: nobody needs it any more"
     assert await stored_state(store) == a2a_pb2.TASK_STATE_FAILED
@@ -390,26 +409,29 @@ async def test_flush_hands_the_pending_write_to_the_store_before_the_turn_ends()
     tasks = registry(store)
     machine, run = submitted(tasks)
     machine.publish_status(run, a2a_pb2.TASK_STATE_WORKING, None)
-    assert machine.pending is not None and machine.last_write is not None and not machine.last_write.done()
+    assert machine.last_write is not None and not machine.last_write.done()
     machine.flush(None)
-    assert machine.pending is None and machine.last_write.done(), "the memory store answers at once"
+    assert machine.last_write.done(), "the memory store answers at once"
     assert await stored_state(store) == a2a_pb2.TASK_STATE_WORKING
 
 
 async def test_a_refused_write_drops_the_task_stops_its_run_and_fails_its_callers() -> None:
     tasks = registry(MemoryStore())
+    storage = tasks.storage = UnansweredStorage()
     machine, run = submitted(tasks)
-    run.runner = asyncio.ensure_future(forever())
+    runner = asyncio.ensure_future(forever())
+    run.started(runner)
     machine.publish_status(run, a2a_pb2.TASK_STATE_WORKING, None)
     durable = machine.last_write
     assert durable is not None
-    machine.pending = None  # the write is under way
+    machine.flush(None)
+    assert storage.writes, "the write is under way"
     error = StorageUnavailableError("storage full, retry later")
     machine.write_failed(error)
     machine.stored(durable, error)
     assert phase(machine) is Phase.DROPPED and machine.run is None and tasks.get(machine.task.id) is None
     with pytest.raises(asyncio.CancelledError):
-        await run.runner
+        await runner
     with pytest.raises(StorageUnavailableError):
         await machine.durable()
     with pytest.raises(PublisherError, match="is over"):

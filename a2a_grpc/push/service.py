@@ -59,7 +59,7 @@ class PushService:
         self._resolver = aiohttp.ThreadedResolver()
         sender = PushSender(self.policy, timeout_seconds=self.settings.timeout_seconds, signer=self.signer)
         delivery = self.settings.delivery
-        if not self._store.shared:
+        if self._store.shared is None:
             claim_seconds = min(delivery.claim_seconds, LOCAL_CLAIM_SECONDS)
             delivery = dataclasses.replace(delivery, claim_seconds=claim_seconds)
         self._worker = PushWorker(self._store, sender, self._claimer, delivery, self._on_delivery)

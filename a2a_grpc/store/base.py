@@ -230,13 +230,15 @@ def check_kept(task_id: str, after: int, page: Sequence[TaskEvent], last: int) -
 class TaskStore(Protocol):
     """Where tasks and push-notification configs live. Every method is safe to call from the event loop.
 
-    `shared` is True for a store that several server processes may use at once (it then also implements
-    `SharedStore`); such a store's tasks may change under this process at any time. `on_commit`, when set,
+    `shared` is the store itself, as a `SharedStore`, when several server processes may use it at once (None
+    otherwise); such a store's tasks may change under this process at any time. `on_commit`, when set,
     is told of every commit of task writes (from the thread that made it); a store in memory makes none.
     """
 
-    shared: bool
     on_commit: CommitObserver | None
+
+    @property
+    def shared(self) -> SharedStore | None: ...
 
     async def open(self) -> None: ...
 

@@ -108,7 +108,7 @@ class MemoryStore:
     """`max_log_bytes` bounds each task's event log: the oldest events are dropped beyond it. `max_tasks`
     bounds the tasks held (0: no bound)."""
 
-    shared = False
+    shared = None  # one process's alone
 
     def __init__(self, max_log_bytes: int = MAX_LOG_BYTES, max_tasks: int = MEMORY_STORE_MAX_TASKS) -> None:
         self.max_log_bytes = max_log_bytes

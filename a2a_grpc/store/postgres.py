@@ -115,12 +115,11 @@ class _Open:
 
 
 class PostgresStore:
-    shared = True
-
     def __init__(self, url: str, pool_size: int = POOL_SIZE) -> None:
         self.url = url
         self.pool_size = pool_size
         self.replica_id = new_id()
+        self.shared = self  # several replicas may use it at once: it is a SharedStore
         self.commit_count = 0  # transactions committed by the write worker: one per batch of writes
         self.on_commit: CommitObserver | None = None
         self._open: _Open | None = None

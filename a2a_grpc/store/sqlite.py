@@ -92,7 +92,7 @@ class _Threads:
 
 
 class SqliteStore:
-    shared = False
+    shared = None  # one process's alone
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)

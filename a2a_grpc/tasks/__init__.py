@@ -9,10 +9,12 @@ from a2a_grpc.tasks.limits import (
     TaskLimits,
 )
 from a2a_grpc.tasks.live import now_timestamp, task_view
-from a2a_grpc.tasks.machine import Phase, Subscription, TaskMachine, TaskRun, TransitionError
-from a2a_grpc.tasks.manager import TaskManager
+from a2a_grpc.tasks.machine import TaskMachine
+from a2a_grpc.tasks.manager import Subscription, TaskManager
+from a2a_grpc.tasks.phase import Phase, TransitionError
 from a2a_grpc.tasks.replicas import LEASE_SECONDS, POLL_SECONDS
 from a2a_grpc.tasks.retention import EVENT_RETENTION_SECONDS
+from a2a_grpc.tasks.run import TaskRun
 from a2a_grpc.tasks.subscriber import SUBSCRIBER_BUFFER_BYTES, Subscriber, SubscriptionStoppedError, wait_durable
 
 __all__ = [

@@ -11,8 +11,8 @@ from collections.abc import Callable
 from a2a_grpc.agent import AgentExecutor, EventPublisher, TaskLimitError
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.tasks.eager import start_eagerly
-from a2a_grpc.tasks.machine import TaskRun
 from a2a_grpc.tasks.rules import stopped_message
+from a2a_grpc.tasks.run import TaskRun
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +35,7 @@ class AgentRuns:
         if runner.done():  # as the done callback would, with the task's outcome left to asyncio as there
             self._run_finished(run)
             return
-        run.runner = runner
+        run.started(runner)
         self._runners.add(runner)
         runner.add_done_callback(lambda _: self._run_finished(run))
 
@@ -54,9 +54,9 @@ class AgentRuns:
             await self._run_agent(run)
             return
         with traced.tracing.agent_span(traced, run.task) as span:
-            run.trace = span.trace  # the run's store writes are the agent span's children
+            run.traced_by(span.trace)  # the run's store writes are the agent span's children
             error = await self._run_agent(run)
-            span.ended(run.machine.state, run.reply is not None, error)
+            span.ended(run.task.status.state, run.reply is not None, error)
 
     async def _run_agent(self, run: TaskRun) -> BaseException | None:
         """Run the agent; what it raised, if anything (logged, and the task failed, here)."""
@@ -99,10 +99,10 @@ class AgentRuns:
     def cancel_once(self, run: TaskRun) -> asyncio.Future[None]:
         """Ask the agent to cancel; once per run, so a concurrent CancelTask waits for that outcome (the
         future returned)."""
-        if run.cancelling is None:
-            run.machine.cancel(run)
-            run.cancelling = asyncio.ensure_future(self._cancel_run(run))
-        return run.cancelling
+        cancelling = run.cancelling
+        if cancelling is None:
+            cancelling = run.begin_cancel(self._cancel_run(run))
+        return cancelling
 
     async def _cancel_run(self, run: TaskRun) -> None:
         run.context.request_cancel()

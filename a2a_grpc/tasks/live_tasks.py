@@ -12,8 +12,9 @@ from a2a_grpc.call import CallContext
 from a2a_grpc.errors import UnavailableError
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.store.base import TaskStore
+from a2a_grpc.tasks.home import Storage
 from a2a_grpc.tasks.limits import TaskLimits
-from a2a_grpc.tasks.machine import Storage, TaskMachine
+from a2a_grpc.tasks.machine import TaskMachine
 from a2a_grpc.tasks.rules import check_visible, not_found
 from a2a_grpc.tasks.subscriber import Subscriber, TaskLog
 
@@ -25,7 +26,9 @@ BUSY_RETRY_SECONDS = 0.1
 class LiveTasks:
     """The machine of each task worked on or watched here, by task id."""
 
-    storage: Storage  # what stores the machines' writes (the manager's TaskWriter, which loads through here)
+    storage: Storage[
+        TaskMachine
+    ]  # what stores the machines' writes (the manager's TaskWriter, which loads through here)
 
     def __init__(self, store: TaskStore, limits: TaskLimits, subscriber_buffer_bytes: int) -> None:
         self.store = store
@@ -57,7 +60,7 @@ class LiveTasks:
     def current(self, machine: TaskMachine) -> bool:
         """Whether a live task is known to match the store: always in one process; with replicas, only
         while this one runs it or has a write of it in flight (any replica may write it otherwise)."""
-        if not self.store.shared or machine.run is not None:
+        if self.store.shared is None or machine.run is not None:
             return True
         write = machine.last_write
         return write is not None and not write.done()
@@ -129,13 +132,14 @@ class LiveTasks:
     def release(self, machine: TaskMachine) -> None:
         """Forget a live task once nobody works on or watches it and its last write is durable
         (checked again when that write completes, since a newer one may have been made meanwhile)."""
-        if machine.run is not None or machine.subscribers or self._by_id.get(machine.task.id) is not machine:
+        task_id = machine.task.id
+        if machine.in_use or self._by_id.get(task_id) is not machine:
             return
         write = machine.last_write
         if write is not None and not write.done():
             write.add_done_callback(lambda _: self.release(machine))
         else:
-            del self._by_id[machine.task.id]
+            del self._by_id[task_id]
 
     def forget(self, machine: TaskMachine) -> None:
         """Drop a live task at once, whoever still holds it: it no longer stands for the stored task."""
@@ -154,26 +158,17 @@ class LiveTasks:
     def watch(self, machine: TaskMachine, after: int | None, *, close_on_interrupt: bool = False) -> Subscriber:
         """A subscriber to the task's events after `after` (by default, after the last one)."""
         subscriber = self.new_subscriber(close_on_interrupt=close_on_interrupt)
-        start = machine.seq if after is None else after
-        elsewhere = self.store.shared and machine.run is None  # another replica may be writing it
-        subscriber.attach(self.log(machine), start, machine.seq, machine.last_write, check_log=elsewhere)
-        machine.subscribers.append(subscriber)
+        elsewhere = self.store.shared is not None and machine.run is None  # another replica may be writing it
+        machine.subscribe(subscriber, after, check_log=elsewhere)
         return subscriber
-
-    def unwatch(self, machine: TaskMachine, subscriber: Subscriber) -> None:
-        subscriber.close()
-        if subscriber in machine.subscribers:
-            machine.subscribers.remove(subscriber)
-        self.release(machine)
 
     # ---- tasks other replicas write ----------------------------------------------------------
 
     def watched_elsewhere(self) -> list[str]:
         """The tasks this replica streams but does not run: their events come from other replicas."""
-        return [task_id for task_id, machine in self._by_id.items() if machine.subscribers and machine.run is None]
+        return [task_id for task_id, machine in self._by_id.items() if machine.watched and machine.run is None]
 
     def note_events(self, task_id: str, seq: int) -> None:
         machine = self._by_id.get(task_id)
         if machine is not None:
-            for subscriber in machine.subscribers:
-                subscriber.note(seq)
+            machine.note_events(seq)

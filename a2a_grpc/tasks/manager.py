@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import Callable, Iterable
-from typing import cast
+from dataclasses import dataclass
 
 from a2a_grpc.agent import AgentExecutor, RequestContext
 from a2a_grpc.call import CallContext, owner_call
@@ -33,14 +33,15 @@ from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.ids import new_id
 from a2a_grpc.protocol import RUNNING_STATES, STREAM_AFTER_HEADER, TERMINAL_STATES
 from a2a_grpc.store import config_page_token_after
-from a2a_grpc.store.base import InvalidPageTokenError, SharedStore, TaskPage, TaskQuery, TaskStore
+from a2a_grpc.store.base import InvalidPageTokenError, TaskPage, TaskQuery, TaskStore
 from a2a_grpc.tasks.agent_runs import AgentRuns
 from a2a_grpc.tasks.agent_view import AgentView, CallClock
 from a2a_grpc.tasks.answers import bounded_page
 from a2a_grpc.tasks.limits import DEFAULT_TASK_LIMITS, TaskLimits
 from a2a_grpc.tasks.live import copy_task, stamp_now
 from a2a_grpc.tasks.live_tasks import LiveTasks
-from a2a_grpc.tasks.machine import Phase, Subscription, TaskMachine, TaskRun
+from a2a_grpc.tasks.machine import TaskMachine
+from a2a_grpc.tasks.phase import Phase
 from a2a_grpc.tasks.replicas import LEASE_SECONDS, POLL_SECONDS, ReplicaKeeper
 from a2a_grpc.tasks.retention import EVENT_RETENTION_SECONDS, TASK_RETENTION_SECONDS, Retention
 from a2a_grpc.tasks.rules import (
@@ -51,8 +52,21 @@ from a2a_grpc.tasks.rules import (
     not_found,
     stopped_message,
 )
+from a2a_grpc.tasks.run import RunMachine, TaskRun
 from a2a_grpc.tasks.subscriber import SUBSCRIBER_BUFFER_BYTES, Subscriber
 from a2a_grpc.tasks.writes import TaskWriter
+
+
+@dataclass(frozen=True, slots=True)
+class Subscription:
+    """A stream's start on a task: the task as the stream shows it first, the number of the last event
+    that task includes, the write it must wait for, and the subscriber that yields the events after it."""
+
+    snapshot: a2a_pb2.Task
+    seq: int
+    written: asyncio.Future[None] | None
+    subscriber: Subscriber
+    machine: TaskMachine
 
 
 class TaskManager:
@@ -81,15 +95,10 @@ class TaskManager:
         self._writer = self._tasks.storage = TaskWriter(store, self._tasks, on_storage_writable, on_push_due)
         self._runs = AgentRuns(executor, lambda: self._tasks.loop)
         self._max_push_configs = limits.max_push_configs
+        shared = store.shared
         self._replicas = (
-            ReplicaKeeper(
-                cast(SharedStore, store),
-                self._tasks,
-                self._runs,
-                lease_seconds=lease_seconds,
-                poll_seconds=poll_seconds,
-            )
-            if store.shared
+            ReplicaKeeper(shared, self._tasks, self._runs, lease_seconds=lease_seconds, poll_seconds=poll_seconds)
+            if shared is not None
             else None
         )
         self._closing = False
@@ -124,17 +133,27 @@ class TaskManager:
     # ---- push notification configs -------------------------------------------------------------
 
     async def put_push_config(
-        self, config: a2a_pb2.TaskPushNotificationConfig, call: CallContext, *, from_start: bool = False
+        self,
+        config: a2a_pb2.TaskPushNotificationConfig,
+        call: CallContext,
+        *,
+        from_start: bool = False,
+        task_id: str | None = None,
     ) -> a2a_pb2.TaskPushNotificationConfig:
-        """Create or replace a config of a task the caller sees; a config without an id gets one. It is
-        notified of the task's events from now on, or `from_start` of every one (a config sent with a message
-        continuing the task; one sent with the message creating it is stored with the task's first write)."""
-        task = await self.get_task(config.task_id, call)
-        await self.check_push_room(config, call)
-        config.id = config.id or new_id()
+        """Create or replace a config of a task the caller sees (`task_id`, else the config's); a config without
+        an id gets one. It is notified of the task's events from now on, or `from_start` of every one (a config
+        sent with a message continuing the task; one sent with the message creating it is stored with the
+        task's first write). Returns the config as stored: a copy, `config` is left as it is."""
+        stored = a2a_pb2.TaskPushNotificationConfig()  # the request is the caller's: the store gets a copy
+        stored.CopyFrom(config)
+        if task_id is not None:
+            stored.task_id = task_id
+        task = await self.get_task(stored.task_id, call)
+        await self.check_push_room(stored, call)
+        stored.id = stored.id or new_id()
         final = task.status.state in TERMINAL_STATES
-        await self._writer.put_push_config(call.owner, config, 0 if from_start else None, final=final)
-        return config
+        await self._writer.put_push_config(call.owner, stored, 0 if from_start else None, final=final)
+        return stored
 
     async def check_push_room(self, config: a2a_pb2.TaskPushNotificationConfig, call: CallContext) -> None:
         """A new config of a task that holds `max_push_configs` already is TooManyPushConfigsError; replacing
@@ -196,7 +215,7 @@ class TaskManager:
         machine = self._create(message, call.owner) if created else await self._tasks.load(message.task_id, call)
         configuration = request.configuration
         if created and configuration.HasField("task_push_notification_config"):
-            machine.push_config = _first_push_config(configuration.task_push_notification_config, machine)
+            machine.use_push_config(configuration.task_push_notification_config)
         metadata = request.metadata if request.HasField("metadata") else None
         clock = CallClock(call.time_remaining)
         context = RequestContext(message, machine, call, metadata, view=functools.partial(self._agent_view, clock))
@@ -216,14 +235,14 @@ class TaskManager:
         return run
 
     def _create(self, message: a2a_pb2.Message, owner: str) -> TaskMachine:
-        task_id = new_id()
-        message.task_id = task_id
-        if not message.context_id:
-            message.context_id = new_id()
-        task = a2a_pb2.Task(id=task_id, context_id=message.context_id)
+        """The machine of a new task for `message`: its history holds a copy, with the task's ids (the
+        request's message is left as the caller sent it)."""
+        task = a2a_pb2.Task(id=new_id(), context_id=message.context_id or new_id())
         task.status.state = a2a_pb2.TASK_STATE_SUBMITTED
         stamp_now(task.status.timestamp)
-        task.history.append(message)
+        joined = task.history.add()
+        joined.CopyFrom(message)
+        joined.task_id, joined.context_id = task.id, task.context_id
         return self._tasks.new(task, owner)
 
     # ---- subscribe and cancel ----------------------------------------------------------------
@@ -245,16 +264,14 @@ class TaskManager:
                 f"task {task_id} is in a terminal state; use GetTask", metadata={"taskId": task_id}
             )
         subscriber = self._tasks.watch(machine, after)
-        if machine.state in TERMINAL_STATES:
-            subscriber.close()
         return Subscription(copy_task(machine.task), machine.seq, machine.last_write, subscriber, machine)
 
     def new_subscriber(self, *, close_on_interrupt: bool) -> Subscriber:
         """A stream's subscriber; one that closes on an interrupted state ends with its message's answer."""
         return self._tasks.new_subscriber(close_on_interrupt=close_on_interrupt)
 
-    async def unsubscribe(self, machine: TaskMachine, subscriber: Subscriber) -> None:
-        self._tasks.unwatch(machine, subscriber)
+    async def unsubscribe(self, machine: RunMachine, subscriber: Subscriber) -> None:
+        machine.unsubscribe(subscriber)
 
     async def cancel(self, task_id: str, call: CallContext) -> a2a_pb2.Task:
         machine = await self._tasks.load(task_id, call)
@@ -317,8 +334,7 @@ class TaskManager:
         await self._runs.stop()
         await self._writer.finish_recoveries()
         for machine in self._tasks:
-            for subscriber in machine.subscribers:
-                subscriber.stop()
+            machine.stop_subscribers()
         if self._replicas is not None:
             await self._replicas.stop()
         return failing
@@ -354,12 +370,3 @@ def _task_query(request: a2a_pb2.ListTasksRequest, page_size: int, owner: str) -
         after = request.status_timestamp_after
         query.status_after_us = after.seconds * 1_000_000 + after.nanos // 1000
     return query
-
-
-def _first_push_config(
-    config: a2a_pb2.TaskPushNotificationConfig, machine: TaskMachine
-) -> a2a_pb2.TaskPushNotificationConfig:
-    """The config a message creating a task carries, made the task's: stored with the task's first write."""
-    config.task_id = machine.task.id
-    config.id = config.id or new_id()
-    return config

@@ -23,7 +23,8 @@ from a2a_grpc.settings.defaults import POLL_SECONDS as POLL_SECONDS
 from a2a_grpc.store.base import SharedStore, StoreError
 from a2a_grpc.tasks.agent_runs import CANCEL_GRACE_SECONDS, AgentRuns
 from a2a_grpc.tasks.live_tasks import LiveTasks
-from a2a_grpc.tasks.machine import Phase, TaskMachine
+from a2a_grpc.tasks.machine import TaskMachine
+from a2a_grpc.tasks.phase import Phase
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +84,7 @@ class ReplicaKeeper:
         except TimeoutError:
             pass
         finally:
-            self._tasks.unwatch(machine, watcher)
+            machine.unsubscribe(watcher)
         machine = await self._tasks.load(machine.task.id, call)
         if machine.phase in (Phase.IDLE, Phase.INTERRUPTED):
             machine.conclude(a2a_pb2.TASK_STATE_CANCELED, None)

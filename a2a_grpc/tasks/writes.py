@@ -29,7 +29,8 @@ from a2a_grpc.store.base import (
     VersionConflictError,
 )
 from a2a_grpc.tasks.live_tasks import LiveTasks
-from a2a_grpc.tasks.machine import Phase, TaskMachine
+from a2a_grpc.tasks.machine import TaskMachine
+from a2a_grpc.tasks.phase import Phase
 from a2a_grpc.tasks.rules import changed_meanwhile, storage_unavailable
 
 if TYPE_CHECKING:
@@ -108,7 +109,7 @@ class TaskWriter:
         """What callers of the task's writes get for the first write of it the store refused or lost (every
         later one fails too: the stored version stays behind; when another replica's write moved it on, the
         store refuses the rest of the task's `chain`); logged, and counted when the store is full or gone."""
-        if isinstance(error, VersionConflictError) and self.store.shared:
+        if isinstance(error, VersionConflictError) and self.store.shared is not None:
             log.warning("task %s was changed by another replica meanwhile: %s", machine.task.id, error)
             error = changed_meanwhile(machine.task.id)
         elif isinstance(error, StorageFullError | StoreUnavailableError):
