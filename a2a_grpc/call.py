@@ -8,6 +8,7 @@ from types import MappingProxyType
 from typing import Any
 
 from a2a_grpc.errors import Metadata
+from a2a_grpc.trace_context import TraceContext
 
 
 def no_deadline() -> float | None:
@@ -48,8 +49,7 @@ class CallContext:
     requested_extensions: tuple[str, ...] = ()
     activated_extensions: tuple[str, ...] = ()
     echo: str = ""
-    # a2a_grpc.telemetry.tracing.TraceContext, which this bottom layer does not name (tracing reads it)
-    trace_context: Any = field(default=None, repr=False, compare=False)
+    trace_context: TraceContext | None = field(default=None, repr=False, compare=False)
     claims: Mapping[str, Any] = field(default_factory=no_claims, repr=False, compare=False)
     tenant: str = ""
     peer: str = ""  # the transport's address of the caller, as grpc names it ("ipv4:127.0.0.1:53124")

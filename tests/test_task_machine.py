@@ -19,7 +19,7 @@ from a2a_grpc.tasks.live_tasks import LiveTasks
 from a2a_grpc.tasks.writes import TaskWriter
 
 if TYPE_CHECKING:
-    from a2a_grpc.telemetry.tracing import TraceContext
+    from a2a_grpc.trace_context import TraceContext
 
 OWNER = "p"
 

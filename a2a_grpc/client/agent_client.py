@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Generic, TypedDict, TypeVar, Unpack, cast
+from typing import TYPE_CHECKING, Any, Generic, TypedDict, TypeVar, Unpack
 
 import grpc
 from google.protobuf import empty_pb2
@@ -40,7 +40,7 @@ from a2a_grpc.telemetry.tracing_setup import client_tracer
 from a2a_grpc.tls import ClientTLS
 
 if TYPE_CHECKING:
-    from a2a_grpc.telemetry.tracing import TraceContext
+    from a2a_grpc.trace_context import TraceContext
 
 T = TypeVar("T")
 
@@ -76,7 +76,7 @@ class ExtensionPropagator:
     def trace_context(self) -> TraceContext | None:
         """The served call's trace, when the server traces: a client given this propagator then traces its
         calls too, as children of the current span (the agent's, inside its run), else of the served call's."""
-        return cast("TraceContext | None", self.call.trace_context)
+        return self.call.trace_context
 
 
 class CallOptions(TypedDict, total=False):

@@ -53,7 +53,7 @@ class AgentRuns:
         if traced is None:
             await self._run_agent(run)
             return
-        with traced.tracing.agent_span(traced, run.task) as span:
+        with traced.agent_span(run.task_id, run.task.context_id) as span:
             run.traced_by(span.trace)  # the run's store writes are the agent span's children
             error = await self._run_agent(run)
             span.ended(run.task.status.state, run.reply is not None, error)

@@ -10,7 +10,7 @@ from a2a_grpc.store.base import TaskWrite
 from a2a_grpc.tasks.subscriber import TaskLog
 
 if TYPE_CHECKING:  # opentelemetry is an optional extra: tracing is imported only where it is on
-    from a2a_grpc.telemetry.tracing import TraceContext
+    from a2a_grpc.trace_context import TraceContext
 
 MachineT_contra = TypeVar("MachineT_contra", contravariant=True)
 

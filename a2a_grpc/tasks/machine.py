@@ -38,7 +38,7 @@ from a2a_grpc.tasks.subscriber import Subscriber, wait_durable
 from a2a_grpc.tasks.watchers import Watchers
 
 if TYPE_CHECKING:  # opentelemetry is an optional extra: tracing is imported only where it is on
-    from a2a_grpc.telemetry.tracing import TraceContext
+    from a2a_grpc.trace_context import TraceContext
 
 
 class TaskMachine:

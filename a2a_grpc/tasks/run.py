@@ -15,7 +15,7 @@ from a2a_grpc.tasks.agent_view import CallClock
 from a2a_grpc.tasks.subscriber import Subscriber
 
 if TYPE_CHECKING:  # opentelemetry is an optional extra: tracing is imported only where it is on
-    from a2a_grpc.telemetry.tracing import TraceContext
+    from a2a_grpc.trace_context import TraceContext
 
 
 class RunMachine(Protocol):

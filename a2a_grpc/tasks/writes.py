@@ -34,7 +34,7 @@ from a2a_grpc.tasks.phase import Phase
 from a2a_grpc.tasks.rules import changed_meanwhile, storage_unavailable
 
 if TYPE_CHECKING:
-    from a2a_grpc.telemetry.tracing import TraceContext, WriteSpan
+    from a2a_grpc.trace_context import TraceContext, WriteSpan
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +71,7 @@ class TaskWriter:
         self, machine: TaskMachine, write: TaskWrite, durable: asyncio.Future[None], trace: TraceContext | None
     ) -> None:
         """Hand a machine's write to the store; `durable` resolves with the store's answer (`TaskMachine.stored`)."""
-        span = trace.tracing.store_write(trace, write) if trace is not None else None
+        span = trace.store_write(write.task_id, write.version, len(write.events)) if trace is not None else None
         stored = self.store.apply(write)
         created_pushed = write.push_config is not None
         if stored.done():  # an in-memory store: no need to wait for another loop turn

@@ -30,10 +30,10 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from importlib.metadata import entry_points
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import grpc
 from opentelemetry import context as otel_context
@@ -48,9 +48,7 @@ from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.protocol import SERVICE_NAME
 from a2a_grpc.telemetry.call_ids import response_ids
 from a2a_grpc.telemetry.outcome import Outcome
-
-if TYPE_CHECKING:
-    from a2a_grpc.store.base import TaskWrite
+from a2a_grpc.trace_context import TraceContext
 
 TRACER_NAME = "a2a_grpc"
 AGENT_SPAN = "a2a.agent.execute"
@@ -91,12 +89,18 @@ METADATA_SETTER = _MetadataSetter()
 
 
 @dataclass(frozen=True, slots=True)
-class TraceContext:
-    """Where a span belongs: the OpenTelemetry context whose current span is its parent (a call's server
-    span, an agent's execute span), and the `Tracing` that made it, for the spans made under it."""
+class SpanParent:
+    """Where a span belongs (a TraceContext): the OpenTelemetry context whose current span is its parent (a
+    call's server span, an agent's execute span), and the `Tracing` that made it, for the spans made under it."""
 
     context: Context
     tracing: Tracing
+
+    def agent_span(self, task_id: str, context_id: str) -> AbstractContextManager[AgentSpan]:
+        return self.tracing.agent_span(self, task_id, context_id)
+
+    def store_write(self, task_id: str, version: int, events: int) -> WriteSpan:
+        return self.tracing.store_write(self, task_id, version, events)
 
     @property
     def span(self) -> Span:
@@ -110,8 +114,8 @@ class Tracing:
         self.tracer_provider = tracer_provider
         self.tracer = trace.get_tracer(TRACER_NAME, tracer_provider=tracer_provider)
 
-    def _under(self, span: Span, parent: Context | None) -> TraceContext:
-        return TraceContext(trace.set_span_in_context(span, parent), self)
+    def _under(self, span: Span, parent: Context | None) -> SpanParent:
+        return SpanParent(trace.set_span_in_context(span, parent), self)
 
     # ---- server ------------------------------------------------------------------------------
 
@@ -132,10 +136,10 @@ class Tracing:
     # ---- the agent and the store -------------------------------------------------------------
 
     @contextmanager
-    def agent_span(self, parent: TraceContext, task: a2a_pb2.Task) -> Iterator[AgentSpan]:
+    def agent_span(self, parent: SpanParent, task_id: str, context_id: str) -> Iterator[AgentSpan]:
         """The span of an agent's run on `task`, current within the block (which runs in the run's own
         asyncio task, so attaching it there leaks to nothing else)."""
-        attributes = {"a2a.task_id": task.id, "a2a.context_id": task.context_id}
+        attributes = {"a2a.task_id": task_id, "a2a.context_id": context_id}
         span = self.tracer.start_span(AGENT_SPAN, parent.context, attributes=attributes)
         agent = AgentSpan(span, self._under(span, parent.context))
         token = otel_context.attach(agent.trace.context)
@@ -145,11 +149,11 @@ class Tracing:
             otel_context.detach(token)
             span.end()
 
-    def store_write(self, parent: TraceContext, write: TaskWrite) -> WriteSpan:
+    def store_write(self, parent: SpanParent, task_id: str, version: int, events: int) -> WriteSpan:
         attributes: dict[str, str | int] = {
-            "a2a.task_id": write.task_id,
-            "a2a.store.version": write.version,
-            "a2a.store.events": len(write.events),
+            "a2a.task_id": task_id,
+            "a2a.store.version": version,
+            "a2a.store.events": events,
         }
         return WriteSpan(self.tracer.start_span(STORE_WRITE_SPAN, parent.context, attributes=attributes))
 
@@ -166,7 +170,7 @@ class ServerSpan:
 
     __slots__ = ("span", "trace")
 
-    def __init__(self, span: Span, trace: TraceContext) -> None:
+    def __init__(self, span: Span, trace: SpanParent) -> None:
         self.span = span
         self.trace = trace
 
@@ -197,7 +201,7 @@ class ServerSpan:
 class AgentSpan:
     __slots__ = ("span", "trace")
 
-    def __init__(self, span: Span, trace: TraceContext) -> None:
+    def __init__(self, span: Span, trace: SpanParent) -> None:
         self.span = span
         self.trace = trace
 
@@ -234,7 +238,7 @@ class ClientTracer:
 
     def __init__(self, tracing: Tracing, fallback: TraceContext | None) -> None:
         self.tracing = tracing
-        self.fallback = fallback
+        self.fallback = fallback if isinstance(fallback, SpanParent) else None
 
     def start(self, path: str) -> ClientSpan:
         """The span of a call of the method at `path` (/SERVICE/METHOD)."""
@@ -327,3 +331,10 @@ def use_sdk_unless_configured() -> None:
     for exporter in exporters:
         provider.add_span_processor(BatchSpanProcessor(exporter))
     trace.set_tracer_provider(provider)
+
+
+def tracing_of(parent: TraceContext) -> Tracing:
+    """The tracer that made `parent`: a served call's trace, which a client forwarding that call continues."""
+    if not isinstance(parent, SpanParent):
+        raise TypeError(f"not a trace made by a2a_grpc.telemetry.tracing: {type(parent).__name__}")
+    return parent.tracing

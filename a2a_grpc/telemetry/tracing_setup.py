@@ -9,7 +9,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from a2a_grpc.telemetry.tracing import ClientTracer, TraceContext, Tracing
+    from a2a_grpc.telemetry.tracing import ClientTracer, Tracing
+    from a2a_grpc.trace_context import TraceContext
 
 OTEL_EXTRA = "pip install 'a2a-grpc[otel]'"
 
@@ -33,7 +34,9 @@ def client_tracer(tracing: bool | None, tracer_provider: Any, forwarded: TraceCo
     if tracing is False or (tracing is None and tracer_provider is None and forwarded is None):
         return None
     if tracer_provider is None and forwarded is not None:
-        return forwarded.tracing.client(forwarded)
+        from a2a_grpc.telemetry.tracing import tracing_of  # tracing is on where a call carries a trace
+
+        return tracing_of(forwarded).client(forwarded)
     return load_tracing(tracer_provider).client(forwarded)
 
 
