@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from contextlib import AsyncExitStack
+from types import TracebackType
 from typing import Any
 
 import grpc
@@ -37,7 +38,8 @@ DEFAULT_STORE_URL = defaults.STORE_URL
 
 
 class A2AServer:
-    """One agent served over gRPC (and its card over HTTP). `start`, then `stop`.
+    """One agent served over gRPC (and its card over HTTP). `start`, then `stop`; or `async with A2AServer(...) as
+    server:`, which starts it (its ports bound: `server.port`, `server.http_port`) and stops it at the end.
 
     Building it loads and checks everything the settings name (the agent, the cards and their keys, the TLS files,
     the limits), raising before anything runs; the store is opened and the ports are bound by `start`."""
@@ -100,6 +102,15 @@ class A2AServer:
         async with running:  # then undone as a failed start is
             failed = await lifecycle.drain(self._parts, grace)
         log.info("stopped: %d task(s) still running were failed", failed)
+
+    async def __aenter__(self) -> A2AServer:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        await self.stop()
 
     def reload_certificates(self) -> bool:
         """Read the TLS files again (SIGHUP): new connections on both ports get them, open ones keep theirs.
