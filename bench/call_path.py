@@ -64,7 +64,7 @@ async def per_call_us(calls: int, rounds: int, profile: cProfile.Profile | None)
     await server.start()
     try:
         servicer = A2AServicer(server.manager, server.card, server.registry)
-        handler: Any = server._chain(V10_FACE).method_handlers(servicer)["SendMessage"].unary_unary
+        handler: Any = server._parts.services.chain(V10_FACE).method_handlers(servicer)["SendMessage"].unary_unary
         request = a2a_pb2.SendMessageRequest()
         request.message.role = a2a_pb2.ROLE_USER
         request.message.parts.add(text=ECHO_TEXT)

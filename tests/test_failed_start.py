@@ -96,3 +96,14 @@ async def test_failed_start_closes_the_connection_front(tmp_path: Path) -> None:
     assert server.port != 0
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", server.port))  # EADDRINUSE while the front still listens
+
+
+async def test_failed_start_releases_the_grpc_port_it_had_bound(tmp_path: Path) -> None:
+    """grpc core listens on a port from the moment it is added, and a server stopped without having been started
+    keeps listening: a start that failed at the HTTP port once left the gRPC port accepting connections that
+    nothing would ever serve, until the process ended."""
+    with taken_port() as port:
+        server, _ = await failed_start(tmp_path, "127.0.0.1:0", f"127.0.0.1:{port}")
+    assert server.port != 0, "the gRPC port is bound before the HTTP port"
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", server.port)).close()

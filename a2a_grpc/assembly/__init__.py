@@ -1,0 +1,3 @@
+"""How an A2AServer (a2a_grpc.server) is put together: its settings (settings.py), the builder that makes every part
+from them in dependency order (build.py), the parts that start and stop themselves (grpc_port.py, http_port.py,
+readiness.py; cards.py and services.py make what they serve), and the order they start and stop in (lifecycle.py)."""
