@@ -8,7 +8,6 @@ import argparse
 import asyncio
 import logging
 import os
-import signal
 import sys
 from collections.abc import Coroutine, Sequence
 from typing import Any, NoReturn
@@ -16,7 +15,7 @@ from typing import Any, NoReturn
 import a2a_grpc.grpc_core_logs  # first: before anything imports grpc
 from a2a_grpc.client.cli import add_client_parsers, run_client_command
 from a2a_grpc.config import ConfigError, add_config_parser, resolve, run_config_command
-from a2a_grpc.server import A2AServer
+from a2a_grpc.server import A2AServer, serve_until_signalled
 from a2a_grpc.settings.flags import add_serve_arguments, server_settings
 from a2a_grpc.startup import SettingRefused, built_server, check_processes
 from a2a_grpc.store import StoreError, StoreInUseError
@@ -93,20 +92,10 @@ async def _serve(server: A2AServer, worker: str | None) -> int:
     """Serve until SIGTERM or SIGINT, reading the TLS files again on SIGHUP; `worker` ("INDEX/N") is set in a
     worker of `--workers N`."""
     stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    loop.add_signal_handler(signal.SIGHUP, server.reload_certificates)
     if worker is not None:
         stop_when_orphaned(stop)
     try:
-        await server.start()
-        if worker is not None:
-            log.info("worker %s (pid %d) serving", worker, os.getpid())
-        try:
-            await stop.wait()
-        finally:
-            await server.stop()
+        await serve_until_signalled(server, stop, started=lambda: _serving_as_worker(worker))
     except StoreInUseError as error:  # met before any task is touched or any port bound: a setting to change
         print(f"a2a-grpc: {error}", file=sys.stderr)
         return 2
@@ -114,6 +103,11 @@ async def _serve(server: A2AServer, worker: str | None) -> int:
         print(f"a2a-grpc: {error}", file=sys.stderr)
         return 1
     return 0
+
+
+def _serving_as_worker(worker: str | None) -> None:
+    if worker is not None:
+        log.info("worker %s (pid %d) serving", worker, os.getpid())
 
 
 def run_async(main: Coroutine[Any, Any, int]) -> int:

@@ -4,8 +4,10 @@ gives; this is what an application holds."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Sequence
+import signal
+from collections.abc import Callable, Sequence
 from contextlib import AsyncExitStack
 from types import TracebackType
 from typing import Any
@@ -30,6 +32,8 @@ __all__ = [
     "A2AServer",
     "ServerSettings",
     "load_agent",
+    "run",
+    "serve_until_signalled",
 ]
 
 log = logging.getLogger(__name__)
@@ -143,3 +147,32 @@ class A2AServer:
     def http_target(self) -> str:
         http = self._parts.http_port
         return http.target if http is not None else f"{self.settings.http_listen}:0"
+
+
+async def serve_until_signalled(
+    server: A2AServer, stop: asyncio.Event | None = None, started: Callable[[], None] | None = None
+) -> None:
+    """Start `server` (then call `started`), serve until SIGTERM or SIGINT (or until `stop` is set), reading the
+    TLS files again on SIGHUP, then stop it gracefully (`settings.grace_seconds` for the calls in flight)."""
+    stop = asyncio.Event() if stop is None else stop
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    loop.add_signal_handler(signal.SIGHUP, server.reload_certificates)
+    async with server:
+        if started is not None:
+            started()
+        await stop.wait()
+
+
+def run(
+    settings: ServerSettings,
+    agent: AgentExecutor | None = None,
+    store: TaskStore | None = None,
+    *,
+    interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
+) -> None:
+    """Serve `agent` from a script, as `a2a-grpc serve` does, until SIGTERM or SIGINT (Ctrl-C); then stop
+    gracefully and return. Errors of the settings raise before anything is bound."""
+    server = A2AServer(settings, agent, store, interceptors=interceptors)
+    asyncio.run(serve_until_signalled(server))
