@@ -25,8 +25,9 @@ from a2a_grpc.agent import AgentExecutor, check_agent, declared_extensions
 from a2a_grpc.agents.echo import EchoAgent
 from a2a_grpc.auth import AuthSettings, Verifiers, secure_cards
 from a2a_grpc.auth.card_security import API_KEY, kind_of
+from a2a_grpc.card.from_agent import serving_card
 from a2a_grpc.card.http import CACHE_CONTROL, CardDocument
-from a2a_grpc.card.model import GRPC_BINDING, CardError, complete_card, load_card, register_card_extensions
+from a2a_grpc.card.model import GRPC_BINDING, CardError, complete_card, register_card_extensions
 from a2a_grpc.card.signing import CardSigner, check_signed_as_served
 from a2a_grpc.connection_front import INNER_HOST, ConnectionFront
 from a2a_grpc.connections import GRPC_INT_MAX, connection_options, default_max_connections
@@ -77,7 +78,7 @@ class ServerSettings:
     # A field that a setting of `a2a-grpc serve` sets defaults to that setting's (a2a_grpc.settings.defaults).
     listen: str = defaults.LISTEN
     http_listen: str = defaults.HTTP_LISTEN  # "" serves no HTTP card
-    card_path: str | None = None  # None: the demo card
+    card_path: str | None = None  # None: the card built from the agent (a2a_grpc.card.from_agent)
     extended_card_path: str | None = None
     # PEM private keys that sign both cards (a2a_grpc.card.signing): the first signs, all are in the JWKS
     card_signing_keys: tuple[str, ...] = ()
@@ -93,6 +94,7 @@ class ServerSettings:
     negotiate_extensions: bool = defaults.NEGOTIATE_EXTENSIONS
     # A2A 0.3 clients' service (a2a.v1.A2AService) beside 1.0's, and the 0.3 fields in the card (a2a_grpc.v0_3)
     serve_v03: bool = defaults.SERVE_V03
+    v03_card: bool = defaults.V03_CARD  # with serve_v03: the 0.3 fields merged into the card served over HTTP
     # Where unary calls echo a2a-extensions besides the trailers: grpc.aio sends unary response headers
     # in a transport operation of their own (its cost: docs/performance.md). Streams always echo in
     # their headers (before the first event) and trailers.
@@ -170,12 +172,12 @@ def load_agent(spec: str | None) -> AgentExecutor:
 
 
 def _serving_cards(
-    settings: ServerSettings, registry: ExtensionRegistry
+    settings: ServerSettings, registry: ExtensionRegistry, agent: AgentExecutor
 ) -> tuple[a2a_pb2.AgentCard, a2a_pb2.AgentCard | None]:
     """The public and the extended card, each listing every extension either card or the agent declares,
     and this server's stream-resume extension; a card without a GRPC interface gets this server's."""
     paths = [settings.card_path, *([settings.extended_card_path] if settings.extended_card_path else [])]
-    cards = [load_card(path) for path in paths]
+    cards = [serving_card(path, agent) for path in paths]
     for card in cards:
         register_card_extensions(card, registry)
     if resume.EXTENSION.uri not in registry:
@@ -184,7 +186,7 @@ def _serving_cards(
         try:
             complete_card(card, settings.listen, registry)
         except CardError as error:  # name the file: with an extended card there are two
-            raise CardError(f"{path or 'the demo card'}: {error}") from None
+            raise CardError(f"{path or 'the card built from the agent'}: {error}") from None
         if settings.serve_v03:
             add_v03_interfaces(card)
     return cards[0], cards[1] if len(cards) > 1 else None
@@ -251,7 +253,7 @@ class A2AServer:
         self.registry = ExtensionRegistry(declared_extensions(self.agent))
         files = ServerFiles.from_settings(settings.tls_cert, settings.tls_key, settings.tls_client_ca)
         self.tls = ServerTLS(files) if files is not None else None
-        self.card, self.extended_card = _serving_cards(settings, self.registry)
+        self.card, self.extended_card = _serving_cards(settings, self.registry, self.agent)
         # the cards declare the schemes the settings configure; what the public card requires is enforced
         mtls = self.tls is not None and self.tls.client_certificates_required
         self._verifiers = Verifiers.configure(settings.auth, settings.bearer_tokens, mtls=mtls)
@@ -414,7 +416,7 @@ class A2AServer:
         if front is not None:
             await front.start(inner_port)
         if self._http_server is not None:
-            self._card_document = CardDocument.of(self.card, with_v03=self._serves_v03)
+            self._card_document = CardDocument.of(self.card, with_v03=self._serves_v03 and settings.v03_card)
             await self._http_server.start_serving()
         self._accepting = True  # the store is open and migrated, both ports are up
         await self._apply_health()
