@@ -92,7 +92,7 @@ class ServerSettings:
     max_message_bytes: int = 4 * 1024 * 1024  # the largest request accepted (answers: TaskLimits.max_answer_bytes)
     max_metadata_bytes: int = 16 * 1024  # request headers; larger ones get RESOURCE_EXHAUSTED from the transport
     negotiate_extensions: bool = defaults.NEGOTIATE_EXTENSIONS
-    # A2A 0.3 clients' service (a2a.v1.A2AService) beside 1.0's, and the 0.3 fields in the card (a2a_grpc.v0_3)
+    # A2A 0.3 clients' service (a2a.v1.A2AService) beside 1.0's, and a 0.3 interface in the card (a2a_grpc.v0_3)
     serve_v03: bool = defaults.SERVE_V03
     v03_card: bool = defaults.V03_CARD  # with serve_v03: the 0.3 fields merged into the card served over HTTP
     # Where unary calls echo a2a-extensions besides the trailers: grpc.aio sends unary response headers
