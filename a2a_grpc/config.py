@@ -10,7 +10,8 @@ repeatable flag given on the command line replaces the list of the lower layers 
 The file is located by `--config FILE`, else by A2A_GRPC_CONFIG; its relative paths are relative to the
 working directory, as a flag's are.
 `config check` also loads the card files the file names and imports its agent, and then makes every check `serve`
-makes before it starts (a2a_grpc.startup), on the file's settings under the environment.
+makes before it starts (a2a_grpc.startup), on the file's settings under the environment. `config show` ends with
+the agent card serve would serve, as comment lines.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from a2a_grpc.card.http import CardDocument
 from a2a_grpc.card.model import CardError, load_card
 from a2a_grpc.server import load_agent
 from a2a_grpc.settings import FILE_SETTINGS, Kind, Setting
@@ -307,6 +309,22 @@ def show(resolved: Resolved) -> str:
     return "\n".join(lines) + "\n"
 
 
+def served_card(args: argparse.Namespace) -> str:
+    """The agent card `serve` would serve over HTTP with `args`, as TOML comment lines: the card file, or the card
+    built from the agent; its gRPC interface the --listen address as given, no signatures yet. When serve would
+    stop instead, the line it would stop with."""
+    try:
+        with importing_from(args.app_dir):
+            server = built_server(server_settings(args))
+    except SettingRefused as error:
+        return f"# the agent card: none, serve would stop: {error}\n"
+    settings = server.settings
+    source = f"the card file {settings.card_path}" if settings.card_path else "the card built from the agent"
+    document = CardDocument.of(server.card, with_v03=settings.serve_v03 and settings.v03_card).body.decode()
+    lines = [f"# the agent card served on {settings.http_listen or '(no HTTP port)'}: {source}", *document.splitlines()]
+    return "\n".join(lines).replace("\n", "\n# ") + "\n"
+
+
 def add_config_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
     """`a2a-grpc config check [FILE]` and `a2a-grpc config show [--config FILE] [serve's flags]`; the show parser."""
     config = commands.add_parser(
@@ -399,5 +417,5 @@ def run_config_command(
     except SettingRefused as error:  # the line serve prints
         print(f"a2a-grpc: {error}", file=sys.stderr)
         return EXIT_USAGE
-    sys.stdout.write(show(resolved))
+    sys.stdout.write(show(resolved) + served_card(resolved.args))
     return EXIT_OK

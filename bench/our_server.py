@@ -3,8 +3,8 @@
 Listens on a free loopback port, prints READY_PREFIX + port, serves until SIGTERM. Runs on uvloop when
 it is installed, like `a2a-grpc serve`. With `--workers N` (a postgresql:// store) it is the parent of N
 worker processes sharing one port, supervised by the same code as `a2a-grpc serve --workers N`
-(a2a_grpc.workers); each worker prints the ready line once it serves. Its card (the demo card) declares
-pushNotifications; `--push-allow 127.0.0.1 --push-allow-http` lets it notify the bench's loopback receiver.
+(a2a_grpc.workers); each worker prints the ready line once it serves. Its card (the demo card for echo, else
+the one built from the bench agent) declares pushNotifications; `--push-allow 127.0.0.1 --push-allow-http` lets it notify the bench's loopback receiver.
 
 `--telemetry` (the telemetry.* cases): `off` turns the access log, the metrics and tracing off; `on` writes the
 access log as production does (INFO, JSON lines through a real handler: a FileHandler on --access-log-file)

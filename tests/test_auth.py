@@ -839,6 +839,7 @@ async def test_mutual_tls_names_the_caller_on_every_rpc(
             card=EXTENDED,
             agent=agent,
             extended_card_path=write_card(tmp_path, "extended.json", extended),
+            v03_card=True,
             **tls_server_files(ca, tmp_path),
         )
         alice = connect(server, client_credentials(ca, ca, common_name="alice", dns=["alice.test"]))
@@ -867,7 +868,7 @@ async def test_mutual_tls_names_the_caller_on_every_rpc(
                 "type": "mutualTLS",
                 "description": description,
             }
-        }, "the 1.0 form, and 0.3's beside it"
+        }, "the 1.0 form, and 0.3's beside it (--v03-card)"
         assert served["securityRequirements"] == [{"schemes": {"mtls": {}}}]
 
 

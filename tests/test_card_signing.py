@@ -54,9 +54,9 @@ async def get_json(url: str) -> Any:
 
 @pytest.mark.parametrize("kind", ["ec", "rsa", "ed25519"])
 async def test_our_client_verifies_our_signed_card(start_server: StartServer, keys: dict[str, str], kind: str) -> None:
-    server = await start_server(card_signing_keys=(keys[kind],))
+    server = await start_server(card_signing_keys=(keys[kind],), v03_card=True)
     document = await served_card(server)
-    assert document["protocolVersion"] == "0.3.0" and "url" in document, "the 0.3 face is on: its keys are merged in"
+    assert document["protocolVersion"] == "0.3.0" and "url" in document, "--v03-card: 0.3's keys are merged in"
     [signature] = parse_served(document).signatures
     kid = signing_key(keys[kind]).kid
     jwks_url = f"http://{server.http_target}{JWKS_PATH}"

@@ -66,13 +66,19 @@ async def run_driver(python: Path, plan: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
-@pytest.mark.parametrize("kind", ["ec", "rsa", "ed25519"])
+@pytest.mark.parametrize(
+    ("kind", "v03_card"),
+    [("ec", False), ("rsa", False), ("ed25519", False), ("ec", True)],
+    ids=["ec", "rsa", "ed25519", "ec-v03-card"],
+)
 async def test_the_sdk_verifies_the_card_our_server_signs(
-    start_server: StartServer, sdk_python: Path, keys: dict[str, str], kind: str
+    start_server: StartServer, sdk_python: Path, keys: dict[str, str], kind: str, v03_card: bool
 ) -> None:
-    server = await start_server(card=CARD, card_signing_keys=(keys[kind],), bearer_tokens={"t": "alice"})
+    server = await start_server(
+        card=CARD, card_signing_keys=(keys[kind],), bearer_tokens={"t": "alice"}, v03_card=v03_card
+    )
     document = await served_card(server)
-    assert document["securitySchemes"]["bearer"]["type"] == "http", "the scheme in its 0.3 form too"
+    assert ("type" in document["securitySchemes"]["bearer"]) is v03_card, "the scheme's 0.3 form with --v03-card"
     plan = {"op": "verify", "base_url": base_url(server), "jwks": None, "algorithms": [ALGORITHMS[kind]]}
     assert await run_driver(sdk_python, plan) == {"verified": True, "name": CARD["name"]}, "its key found by jku"
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from card_schema import card_schema_errors
 from google.protobuf import json_format
 from process import CARD, SERVING, Ports, ServerProcess, health_status, http_get, launch, serve_process
 
@@ -44,11 +45,9 @@ def test_the_card_is_protojson_naming_the_grpc_interface(demo_server: ServerProc
         {"url": demo_server.grpc_target, "protocolBinding": "GRPC", "protocolVersion": "0.3"},
     ]
     assert "defaultInputModes" in card and "default_input_modes" not in card, "ProtoJSON names are camelCase"
-    v03_fields = {"url", "preferredTransport", "protocolVersion", "additionalInterfaces"}
-    assert v03_fields <= card.keys(), "what a 0.3 resolver reads"
-    v10_document = {key: value for key, value in card.items() if key not in v03_fields}
-    parsed = json_format.ParseDict(v10_document, a2a_pb2.AgentCard())  # any other unknown field would raise
+    parsed = json_format.ParseDict(card, a2a_pb2.AgentCard())  # an unknown field would raise
     assert parsed.capabilities.streaming
+    assert card_schema_errors(card) == [], "the spec's AgentCard schema: no 0.3 field merged in"
 
 
 def test_the_card_carries_cache_control_and_a_strong_etag(demo_server: ServerProcess) -> None:
@@ -105,10 +104,11 @@ def test_a_custom_card_gets_the_grpc_interface_from_listen(tmp_path: Path) -> No
 
 def test_a_grpc_interface_the_card_declares_is_kept_and_named_for_0_3_too(tmp_path: Path) -> None:
     declared = {"url": "agent.internal:443", "protocolBinding": "GRPC", "protocolVersion": "1.0"}
-    with serve_process(tmp_path, "--card", write_card(tmp_path, {**CARD, "supportedInterfaces": [declared]})) as server:
+    card_path = write_card(tmp_path, {**CARD, "supportedInterfaces": [declared]})
+    with serve_process(tmp_path, "--card", card_path, "--v03-card") as server:
         served = http_get(server.card_url).json()
     assert served["supportedInterfaces"] == [declared, {**declared, "protocolVersion": "0.3"}]
-    assert served["url"] == "agent.internal:443", "what a 0.3 resolver reads"
+    assert served["url"] == "agent.internal:443", "with --v03-card, what a 0.3 resolver reads"
 
 
 def test_the_etag_survives_a_restart_and_follows_the_card(tmp_path: Path) -> None:

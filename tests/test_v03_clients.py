@@ -1,7 +1,8 @@
 """The v0.3 face driven by the official a2a-sdk 0.3 Python client, in a venv of its own (tests/sdk03_env.py):
 tests/sdk03_driver.py runs there, driven by a JSON plan, and prints one JSON line per step.
 
-Covered: the 0.3 card resolver reads our card (`url`, `preferredTransport`, `protocolVersion`) and its client
+Covered: the 0.3 card resolver reads our card (`url`, `preferredTransport`, `protocolVersion`: served with
+--v03-card, as docs/v03.md says for such clients) and its client
 sends, streams (an INPUT_REQUIRED stream ends on a final status update), gets, continues a task, cancels,
 resubscribes, and creates, gets, lists and deletes push configs, with bearer authentication on one run and TLS
 on another; credentials missing or wrong are UNAUTHENTICATED; errors come as the 0.3 SDK server sends them
@@ -288,6 +289,7 @@ async def secured_server(
 ) -> tuple[A2AServer, Json]:
     """A server with bearer tokens or TLS, and the driver plan's fields that reach it."""
     settings.setdefault("agent", MixedAgent())
+    settings.setdefault("v03_card", True)  # the 0.3 resolver reads the card over HTTP
     if security == "bearer":
         server = await start_server(bearer_tokens={TOKEN: "alice", OTHER_TOKEN: "bob"}, **settings)
         return server, {"card_url": f"http://{server.http_target}", "token": TOKEN}
@@ -299,6 +301,7 @@ async def secured_server(
 
 async def plain_server(start_server: StartServer, **settings: Any) -> tuple[A2AServer, Json]:
     settings.setdefault("agent", MixedAgent())
+    settings.setdefault("v03_card", True)  # the 0.3 resolver reads the card over HTTP
     server = await start_server(**settings)
     return server, {"card_url": f"http://{server.http_target}"}
 

@@ -365,7 +365,7 @@ SECURED_CARD = {
 }
 
 
-async def test_one_card_for_both_versions_and_get_agent_card_for_0_3(
+async def test_with_v03_card_one_card_for_both_versions_and_get_agent_card_for_0_3(
     start_server: StartServer, stubs: list[grpc.aio.Channel], tmp_path: Any
 ) -> None:
     extended = tmp_path / "extended.json"
@@ -373,7 +373,9 @@ async def test_one_card_for_both_versions_and_get_agent_card_for_0_3(
         json_format.MessageToJson(json_format.ParseDict({**SECURED_CARD, "name": "x"}, a2a_pb2.AgentCard()))
     )
     async with asyncio.timeout(TEST_SECONDS):
-        server = await start_server(card=SECURED_CARD, bearer_tokens={"t": "alice"}, extended_card_path=str(extended))
+        server = await start_server(
+            card=SECURED_CARD, bearer_tokens={"t": "alice"}, extended_card_path=str(extended), v03_card=True
+        )
         served = await http_card(server)
         stub = v03_stub(server, stubs)
         public = await stub.GetAgentCard(v03.GetAgentCardRequest(), metadata=(("authorization", "Bearer t"),))

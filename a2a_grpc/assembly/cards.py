@@ -5,9 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from a2a_grpc import resume
+from a2a_grpc.agent import AgentExecutor
 from a2a_grpc.assembly.settings import ServerSettings
 from a2a_grpc.auth.card_security import API_KEY, kind_of
-from a2a_grpc.card.model import GRPC_BINDING, CardError, complete_card, load_card, register_card_extensions
+from a2a_grpc.card.from_agent import serving_card
+from a2a_grpc.card.model import GRPC_BINDING, CardError, complete_card, register_card_extensions
 from a2a_grpc.card.signing import CardSigner
 from a2a_grpc.extensions import ExtensionRegistry
 from a2a_grpc.generated import a2a_pb2
@@ -17,12 +19,12 @@ from a2a_grpc.v0_3.card import add_v03_interfaces, is_v03
 
 
 def serving_cards(
-    settings: ServerSettings, registry: ExtensionRegistry
+    settings: ServerSettings, registry: ExtensionRegistry, agent: AgentExecutor
 ) -> tuple[a2a_pb2.AgentCard, a2a_pb2.AgentCard | None]:
     """The public and the extended card, each listing every extension either card or the agent declares,
     and this server's stream-resume extension; a card without a GRPC interface gets this server's."""
     paths = [settings.card_path, *([settings.extended_card_path] if settings.extended_card_path else [])]
-    cards = [load_card(path) for path in paths]
+    cards = [serving_card(path, agent) for path in paths]
     for card in cards:
         register_card_extensions(card, registry)
     if resume.EXTENSION.uri not in registry:
@@ -31,7 +33,7 @@ def serving_cards(
         try:
             complete_card(card, settings.listen, registry)
         except CardError as error:  # name the file: with an extended card there are two
-            raise CardError(f"{path or 'the demo card'}: {error}") from None
+            raise CardError(f"{path or 'the card built from the agent'}: {error}") from None
         if settings.serve_v03:
             add_v03_interfaces(card)
     return cards[0], cards[1] if len(cards) > 1 else None

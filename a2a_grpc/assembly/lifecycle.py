@@ -40,7 +40,7 @@ async def start(parts: Assembly, undo: AsyncExitStack) -> None:
     await parts.readiness.starting()
     await parts.grpc_port.start()
     if http is not None:
-        await http.serve(CardDocument.of(served.card, with_v03=served.serves_v03))
+        await http.serve(CardDocument.of(served.card, with_v03=served.serves_v03 and parts.settings.v03_card))
     undo.push_async_callback(parts.readiness.close)
     await parts.readiness.open()
 

@@ -48,7 +48,7 @@ def served_by(
     registry = ExtensionRegistry(declared_extensions(agent))
     files = ServerFiles.from_settings(settings.tls_cert, settings.tls_key, settings.tls_client_ca)
     tls = ServerTLS(files) if files is not None else None
-    card, extended_card = serving_cards(settings, registry)
+    card, extended_card = serving_cards(settings, registry, agent)
     # the cards declare the schemes the settings configure; what the public card requires is enforced
     mtls = tls is not None and tls.client_certificates_required
     verifiers = Verifiers.configure(settings.auth, settings.bearer_tokens, mtls=mtls)

@@ -15,7 +15,7 @@ class ServerSettings:
     # A field that a setting of `a2a-grpc serve` sets defaults to that setting's (a2a_grpc.settings.defaults).
     listen: str = defaults.LISTEN
     http_listen: str = defaults.HTTP_LISTEN  # "" serves no HTTP card
-    card_path: str | None = None  # None: the demo card
+    card_path: str | None = None  # None: the card built from the agent (a2a_grpc.card.from_agent)
     extended_card_path: str | None = None
     # PEM private keys that sign both cards (a2a_grpc.card.signing): the first signs, all are in the JWKS
     card_signing_keys: tuple[str, ...] = ()
@@ -29,8 +29,9 @@ class ServerSettings:
     max_message_bytes: int = 4 * 1024 * 1024  # the largest request accepted (answers: TaskLimits.max_answer_bytes)
     max_metadata_bytes: int = 16 * 1024  # request headers; larger ones get RESOURCE_EXHAUSTED from the transport
     negotiate_extensions: bool = defaults.NEGOTIATE_EXTENSIONS
-    # A2A 0.3 clients' service (a2a.v1.A2AService) beside 1.0's, and the 0.3 fields in the card (a2a_grpc.v0_3)
+    # A2A 0.3 clients' service (a2a.v1.A2AService) beside 1.0's, and its interface in the card (a2a_grpc.v0_3)
     serve_v03: bool = defaults.SERVE_V03
+    v03_card: bool = defaults.V03_CARD  # with serve_v03: the 0.3 fields merged into the card served over HTTP
     # Where unary calls echo a2a-extensions besides the trailers: grpc.aio sends unary response headers
     # in a transport operation of their own (its cost: docs/performance.md). Streams always echo in
     # their headers (before the first event) and trailers.

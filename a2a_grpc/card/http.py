@@ -1,6 +1,6 @@
 """The agent card as the HTTP port serves it: one document, made once per card change, with its validators.
 
-The document is the card's 1.0 ProtoJSON (with 0.3's fields merged in when the 0.3 face is on: a2a_grpc.v0_3),
+The document is the card's 1.0 ProtoJSON (with 0.3's fields merged in under --v03-card: a2a_grpc.v0_3),
 signatures included; its ETag and Last-Modified are those of that document, so a cache holds the signed card.
 """
 

@@ -18,6 +18,7 @@ NEGOTIATE_EXTENSIONS: Final = True
 SERVE_V03: Final = True
 # Off, as in the reference SDK: a card whose modes do not spell what its clients send would start refusing them
 ENFORCE_INPUT_MODES: Final = False
+V03_CARD: Final = False
 
 # Limits
 MAX_LIST_PAGE_BYTES: Final = 3 * 1024 * 1024  # every ListTasks page fits gRPC's default 4 MiB receive limit

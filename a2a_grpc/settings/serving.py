@@ -41,7 +41,7 @@ SERVING_SETTINGS = (
         field="card_path",
         help="ProtoJSON AgentCard file",
         doc="a ProtoJSON `lf.a2a.v1.AgentCard`; a missing gRPC interface is filled from `--listen`",
-        unset="the demo card",
+        unset="the card built from the agent's attributes (the demo card for the bundled agents)",
     ),
     Setting(
         "extended_card",
@@ -128,9 +128,20 @@ SERVING_SETTINGS = (
         default_value=defaults.SERVE_V03,
         kind=Kind.ON_OFF,
         help="serve A2A 0.3 clients too: the a2a.v1.A2AService beside lf.a2a.v1.A2AService on the same port, and "
-        "a card both read; --no-v03 answers 0.3 calls UNIMPLEMENTED",
-        doc="serve [A2A 0.3 clients](v03.md) too: `a2a.v1.A2AService` beside `lf.a2a.v1.A2AService`, and the 0.3 "
-        "fields in the card; off, 0.3 calls get UNIMPLEMENTED naming the 1.0 service",
+        "a 0.3 interface in the card; --no-v03 answers 0.3 calls UNIMPLEMENTED",
+        doc="serve [A2A 0.3 clients](v03.md) too: `a2a.v1.A2AService` beside `lf.a2a.v1.A2AService`, and a 0.3 "
+        "GRPC interface in the card; off, 0.3 calls get UNIMPLEMENTED naming the 1.0 service",
+    ),
+    Setting(
+        "v03_card",
+        field="v03_card",
+        default_value=defaults.V03_CARD,
+        kind=Kind.FLAG,
+        help="merge 0.3's card fields (url, preferredTransport, protocolVersion, additionalInterfaces, ...) into "
+        "the card served over HTTP, for 0.3 clients that resolve it; the card is then no longer a pure 1.0 one",
+        doc="merge 0.3's card fields (`url`, `preferredTransport`, `protocolVersion`, `additionalInterfaces`, ...) "
+        "into the card served over HTTP, for [0.3 clients that resolve the card](v03.md); off, the "
+        "card is the pure 1.0 `AgentCard` the spec's schema allows",
     ),
 )
 

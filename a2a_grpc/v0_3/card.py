@@ -1,9 +1,10 @@
 """One agent card for 1.0 and 0.3 readers, and the 0.3 AgentCard that `GetAgentCard` answers.
 
-The card served over HTTP is the 1.0 ProtoJSON document, exact, with 0.3's fields merged in where 1.0 has
-no key of the same name: `protocolVersion`, `url`, `preferredTransport` and `additionalInterfaces` (from
-the GRPC interfaces whose `protocolVersion` is 0.3), `supportsAuthenticatedExtendedCard`, `security`, and
-each security scheme's 0.3 form (`type`, `in`, ...) beside its 1.0 form. A 1.0 reader reads
+The card served over HTTP is the 1.0 ProtoJSON document, exact; with --v03-card, 0.3's fields are merged in
+where 1.0 has no key of the same name: `protocolVersion`, `url`, `preferredTransport` and
+`additionalInterfaces` (from the GRPC interfaces whose `protocolVersion` is 0.3),
+`supportsAuthenticatedExtendedCard`, `security`, and each security scheme's 0.3 form (`type`, `in`, ...)
+beside its 1.0 form. A 1.0 reader reads
 `supportedInterfaces`; a 0.3 resolver reads `url`, and ignores the keys it does not know, as a 1.0 reader
 ignores 0.3's. The card names each tenant-free 1.0 GRPC interface a second time for 0.3, same address.
 """
