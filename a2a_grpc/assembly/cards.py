@@ -40,8 +40,8 @@ def serving_cards(
 
 
 def serves_v03(settings: ServerSettings, card: a2a_pb2.AgentCard) -> bool:
-    """Whether the A2A 0.3 face is served (and, with --v03-card, the card document carries its fields): not for a card whose
-    every interface names a tenant, since 0.3 calls carry none."""
+    """Whether the A2A 0.3 face is served (and, with --v03-card, the card document carries its fields): not for a
+    card whose every interface names a tenant, since 0.3 calls carry none."""
     return settings.serve_v03 and any(is_v03(i) for i in card.supported_interfaces)
 
 
