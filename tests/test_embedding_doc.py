@@ -8,8 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from process import START_SECONDS, child_env, free_port, wait_until_serving
+from process import START_SECONDS, child_env, free_port
 from test_readme import fenced_blocks
+
+from bench.launch import wait_serving as wait_until_serving
 
 RUN_SECONDS = 60.0
 
