@@ -31,6 +31,7 @@ from a2a_grpc.card.signing import CardSigner, check_signed_as_served
 from a2a_grpc.connection_front import INNER_HOST, ConnectionFront
 from a2a_grpc.connections import GRPC_INT_MAX, connection_options, default_max_connections
 from a2a_grpc.extensions import ExtensionRegistry
+from a2a_grpc.faces import HttpFaces
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.http_guard import ConnectionGuard
 from a2a_grpc.ids import new_id
@@ -93,6 +94,8 @@ class ServerSettings:
     negotiate_extensions: bool = defaults.NEGOTIATE_EXTENSIONS
     # A2A 0.3 clients' service (a2a.v1.A2AService) beside 1.0's, and the 0.3 fields in the card (a2a_grpc.v0_3)
     serve_v03: bool = defaults.SERVE_V03
+    # the A2A bindings served (a2a_grpc.faces): gRPC always, JSON-RPC and HTTP+JSON on the HTTP port with http_listen
+    bindings: str = defaults.BINDINGS
     # Where unary calls echo a2a-extensions besides the trailers: grpc.aio sends unary response headers
     # in a transport operation of their own (its cost: docs/performance.md). Streams always echo in
     # their headers (before the first event) and trailers.
@@ -366,6 +369,7 @@ class A2AServer:
             max_parts=settings.max_parts,
             max_answer_bytes=self.task_limits.max_answer_bytes,
         )
+        self._servicer = servicer  # the HTTP faces' too
         faces = [(V10_FACE, servicer), *([(V03_FACE, V03Servicer(servicer))] if self._serves_v03 else [])]
         chains = [self._chain(face) for face, _ in faces]
         for (face, face_servicer), chain in zip(faces, chains, strict=True):
@@ -565,6 +569,15 @@ class A2AServer:
         )
         app = web.Application(middlewares=[guard.middleware])
         app.router.add_get(AGENT_CARD_PATH, agent_card)
+        settings = self.settings
+        faces = HttpFaces(
+            settings.bindings.split(","),
+            self._chain,
+            self._servicer,
+            max_body_bytes=settings.max_message_bytes,
+            io_seconds=settings.http_head_seconds,
+        )
+        faces.add_routes(app)
         jwks = self._published_keys()
         if jwks is not None:
 
@@ -575,7 +588,11 @@ class A2AServer:
         if self.metrics is not None:
             app.router.add_get(METRICS_PATH, await self._metrics_handler(self.metrics.registry))
         runner = web.AppRunner(
-            app, access_log=None, logger=HttpServerLog(server_logger), keepalive_timeout=self.settings.http_head_seconds
+            app,
+            access_log=None,
+            logger=HttpServerLog(server_logger),
+            keepalive_timeout=self.settings.http_head_seconds,
+            handler_cancellation=True,  # a client gone ends its call, as on gRPC (and a stream gives back its slot)
         )
         await runner.setup()
         guard.protocols = runner.server
@@ -592,6 +609,7 @@ class A2AServer:
             start_serving=False,
         )
         self.http_port = self._http_server.sockets[0].getsockname()[1]
+        faces.advertise((self.card, self.extended_card), f"{'http' if tls is None else 'https'}://{self.http_target}")
 
     async def _close_http(self) -> None:
         """Close the HTTP port and what serves it, as far as they were made."""

@@ -16,6 +16,7 @@ UNARY_ECHO: Final[str] = "trailers"  # where unary calls echo a2a-extensions: "t
 ECHO_UNARY_HEADERS: Final = UNARY_ECHO == "headers"
 NEGOTIATE_EXTENSIONS: Final = True
 SERVE_V03: Final = True
+BINDINGS: Final = "grpc,jsonrpc,http+json"  # what the agent is served over (gRPC always; the rest on the HTTP port)
 
 # Limits
 MAX_LIST_PAGE_BYTES: Final = 3 * 1024 * 1024  # every ListTasks page fits gRPC's default 4 MiB receive limit
