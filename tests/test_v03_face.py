@@ -381,6 +381,8 @@ async def test_one_card_for_both_versions_and_get_agent_card_for_0_3(
     assert served["supportedInterfaces"] == [
         {"url": target, "protocolBinding": "GRPC", "protocolVersion": "1.0"},
         {"url": target, "protocolBinding": "GRPC", "protocolVersion": "0.3"},
+        {"url": f"http://{server.http_target}/", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
+        {"url": f"http://{server.http_target}", "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
     ]
     assert (served["url"], served["preferredTransport"], served["protocolVersion"]) == (target, "GRPC", "0.3.0")
     assert served["additionalInterfaces"] == [{"url": target, "transport": "GRPC"}]
