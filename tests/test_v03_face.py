@@ -455,7 +455,7 @@ async def test_with_the_face_off_0_3_calls_are_unimplemented_naming_the_1_0_serv
     )
     lines = [r.getMessage() for r in caplog.records if r.name == ACCESS_LOGGER]
     assert any("/a2a.v1.A2AService/SendMessage" in line and "UNIMPLEMENTED" in line for line in lines), lines
-    assert "url" not in served and [i["protocolVersion"] for i in served["supportedInterfaces"]] == ["1.0"]
+    assert "url" not in served and {i["protocolVersion"] for i in served["supportedInterfaces"]} == {"1.0"}
     assert answer.task.status.state == a2a_pb2.TASK_STATE_COMPLETED
 
 
