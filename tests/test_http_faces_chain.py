@@ -1,0 +1,150 @@
+"""One chain for the three bindings: every check the interceptor chain makes (authentication, the version,
+the extensions, the tenant, the limits, and their order) gives the same outcome over gRPC, JSON-RPC and
+HTTP+JSON, since the HTTP faces hand each call to the chain's own handlers (a2a_grpc.faces)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiohttp
+import grpc
+import pytest
+from agents import PacedAgent
+from conftest import BASE_CARD, StartServer, user_message
+from http_faces import BINDINGS, Callers, Headers
+
+from a2a_grpc.generated import a2a_pb2
+
+REQUIRED = "https://example.com/ext/required/v1"
+OPTIONAL = "https://example.com/ext/optional/v1"
+TEST_SECONDS = 20
+
+
+def interface(tenant: str) -> dict[str, str]:
+    return {"url": "127.0.0.1:0", "protocolBinding": "GRPC", "protocolVersion": "1.0", "tenant": tenant}
+
+
+CARD: dict[str, Any] = {
+    **BASE_CARD,
+    "supportedInterfaces": [interface("acme")],
+    "capabilities": {
+        **BASE_CARD["capabilities"],
+        "extensions": [{"uri": REQUIRED, "required": True}, {"uri": OPTIONAL}],
+    },
+    "securitySchemes": {"bearer": {"httpAuthSecurityScheme": {"scheme": "Bearer"}}},
+    "securityRequirements": [{"schemes": {"bearer": {}}}],
+}
+TOKENS = {"t": "alice", **{f"t-{binding}": f"caller-{binding}" for binding in BINDINGS}}
+GOOD: Headers = (("a2a-version", "1.0"), ("authorization", "Bearer t"), ("a2a-extensions", REQUIRED))
+
+
+def without(headers: Headers, name: str) -> Headers:
+    return tuple((key, value) for key, value in headers if key != name)
+
+
+def replaced(headers: Headers, name: str, value: str) -> Headers:
+    return (*without(headers, name), (name, value))
+
+
+def send(tenant: str = "acme", **message: Any) -> a2a_pb2.SendMessageRequest:
+    return a2a_pb2.SendMessageRequest(tenant=tenant, message=user_message("hi", **message))
+
+
+# (case, headers, request) -> the ErrorInfo reason every binding refuses it with ("" accepted)
+CASES: list[tuple[str, Headers, a2a_pb2.SendMessageRequest, str]] = [
+    ("accepted", GOOD, send(), ""),
+    ("no credential", without(GOOD, "authorization"), send(), "UNAUTHENTICATED"),
+    ("a wrong token", replaced(GOOD, "authorization", "Bearer nope"), send(), "UNAUTHENTICATED"),
+    ("no version", without(GOOD, "a2a-version"), send(), "VERSION_NOT_SUPPORTED"),
+    ("another version", replaced(GOOD, "a2a-version", "2.0"), send(), "VERSION_NOT_SUPPORTED"),
+    ("no required extension", without(GOOD, "a2a-extensions"), send(), "EXTENSION_SUPPORT_REQUIRED"),
+    ("only the optional one", replaced(GOOD, "a2a-extensions", OPTIONAL), send(), "EXTENSION_SUPPORT_REQUIRED"),
+    ("too many extensions", replaced(GOOD, "a2a-extensions", "a,b,c,d"), send(), "INVALID_PARAMS"),
+    ("a tenant the card lacks", GOOD, send(tenant="initech"), "INVALID_PARAMS"),
+    ("no tenant", GOOD, send(tenant=""), "INVALID_PARAMS"),
+    (
+        "authentication before the version",
+        without(without(GOOD, "authorization"), "a2a-version"),
+        send(),
+        "UNAUTHENTICATED",
+    ),
+    (
+        "the version before the extensions",
+        without(without(GOOD, "a2a-version"), "a2a-extensions"),
+        send(),
+        "VERSION_NOT_SUPPORTED",
+    ),
+    (
+        "the extensions before the tenant",
+        without(GOOD, "a2a-extensions"),
+        send(tenant="initech"),
+        "EXTENSION_SUPPORT_REQUIRED",
+    ),
+    ("a validation error", GOOD, a2a_pb2.SendMessageRequest(tenant="acme"), "INVALID_PARAMS"),
+    ("an unknown task", GOOD, send(task_id="no-such-task"), "TASK_NOT_FOUND"),
+]
+SPEC_CODES = {"VERSION_NOT_SUPPORTED": -32009, "EXTENSION_SUPPORT_REQUIRED": -32008, "TASK_NOT_FOUND": -32001}
+
+
+@pytest.fixture
+async def callers(start_server: StartServer) -> AsyncIterator[Callers]:
+    server = await start_server(card=CARD, bearer_tokens=TOKENS, max_extensions_per_call=3, max_streams_per_caller=1)
+    async with aiohttp.ClientSession() as session, grpc.aio.insecure_channel(server.grpc_target) as channel:
+        yield Callers(server, session, channel)
+
+
+@pytest.mark.parametrize(("case", "headers", "request_", "reason"), CASES, ids=[case[0] for case in CASES])
+async def test_each_check_gives_the_same_outcome_on_the_three_bindings(
+    callers: Callers, case: str, headers: Headers, request_: a2a_pb2.SendMessageRequest, reason: str
+) -> None:
+    async with asyncio.timeout(TEST_SECONDS):
+        outcomes = {binding: await callers.call(binding, "SendMessage", request_, headers) for binding in BINDINGS}
+    assert {binding: outcome.reason for binding, outcome in outcomes.items()} == dict.fromkeys(BINDINGS, reason)
+    assert outcomes["http+json"].status == outcomes["grpc"].status, "HTTP+JSON names the gRPC code"
+    if reason in SPEC_CODES:
+        assert outcomes["jsonrpc"].jsonrpc_code == SPEC_CODES[reason]
+    if reason == "INVALID_PARAMS":
+        assert outcomes["jsonrpc"].jsonrpc_code == -32602
+    if reason == "UNAUTHENTICATED":
+        assert (outcomes["jsonrpc"].http_status, outcomes["http+json"].http_status) == (401, 401)
+    if not reason:
+        for outcome in outcomes.values():
+            assert outcome.answer["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+            assert outcome.headers["a2a-extensions"] == REQUIRED, "the activated extensions are echoed"
+
+
+async def test_an_sse_stream_holds_a_stream_slot_counted_with_the_grpc_streams(start_server: StartServer) -> None:
+    """With one stream per caller, a caller's open gRPC stream refuses its SSE stream and the other way round."""
+    agent = PacedAgent()
+    server = await start_server(card=CARD, bearer_tokens=TOKENS, agent=agent, max_streams_per_caller=1)
+    async with (
+        asyncio.timeout(TEST_SECONDS),
+        aiohttp.ClientSession() as session,
+        grpc.aio.insecure_channel(server.grpc_target) as channel,
+    ):
+        callers = Callers(server, session, channel)
+        working = a2a_pb2.SendMessageRequest(
+            tenant="acme",
+            message=user_message("work"),
+            configuration=a2a_pb2.SendMessageConfiguration(return_immediately=True),
+        )
+        created = await callers.stub.SendMessage(working, metadata=GOOD)
+        subscribe = a2a_pb2.SubscribeToTaskRequest(tenant="acme", id=created.task.id)
+        held = callers.stub.SubscribeToTask(subscribe, metadata=GOOD)
+        await held.read()  # the task's snapshot: the stream is open and holds alice's slot
+        for binding in ("jsonrpc", "http+json"):
+            refused = await callers.call(binding, "SubscribeToTask", subscribe, GOOD)
+            assert refused.reason == "TOO_MANY_STREAMS", binding
+        # another caller over HTTP+JSON: its SSE stream holds its slot, and refuses its gRPC stream
+        bob = replaced(GOOD, "authorization", "Bearer t-http+json")
+        bobs = await callers.stub.SendMessage(working, metadata=bob)
+        async with session.get(f"{callers.base}/acme/tasks/{bobs.task.id}:subscribe", headers=bob) as sse:
+            assert sse.content_type == "text/event-stream"
+            assert (await sse.content.readline()).startswith(b"data: ")
+            bobs_subscribe = a2a_pb2.SubscribeToTaskRequest(tenant="acme", id=bobs.task.id)
+            refused = await callers.call("grpc", "SubscribeToTask", bobs_subscribe, bob)
+            assert refused.reason == "TOO_MANY_STREAMS"
+        held.cancel()
+        agent.finish()
