@@ -131,7 +131,7 @@ def sse_documents(text: str) -> list[Any]:
 
 
 def _reason(details: list[dict[str, Any]]) -> str:
-    return next((d["reason"] for d in details if d["@type"].endswith("google.rpc.ErrorInfo")), "?")
+    return next((str(d["reason"]) for d in details if d["@type"].endswith("google.rpc.ErrorInfo")), "?")
 
 
 def _grpc_reason(error: grpc.aio.AioRpcError) -> str:
