@@ -141,7 +141,7 @@ def _grpc_reason(error: grpc.aio.AioRpcError) -> str:
                 if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
                     info = error_details_pb2.ErrorInfo()
                     detail.Unpack(info)
-                    return info.reason
+                    return str(info.reason)
     return "?"
 
 
