@@ -5,7 +5,7 @@ HTTP+JSON, since the HTTP faces hand each call to the chain's own handlers (a2a_
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import aiohttp
@@ -147,4 +147,42 @@ async def test_an_sse_stream_holds_a_stream_slot_counted_with_the_grpc_streams(s
             refused = await callers.call("grpc", "SubscribeToTask", bobs_subscribe, bob)
             assert refused.reason == "TOO_MANY_STREAMS"
         held.cancel()
+        agent.finish()
+
+
+async def until(condition: Callable[[], bool]) -> None:
+    async with asyncio.timeout(TEST_SECONDS):
+        while True:
+            if condition():
+                return
+            await asyncio.sleep(0.005)
+
+
+async def test_an_sse_client_that_goes_away_gives_back_its_stream_slot_and_leaves_the_task_running(
+    start_server: StartServer,
+) -> None:
+    agent = PacedAgent()
+    server = await start_server(card=CARD, bearer_tokens=TOKENS, agent=agent)
+    async with aiohttp.ClientSession() as session, grpc.aio.insecure_channel(server.grpc_target) as channel:
+        callers = Callers(server, session, channel)
+        working = a2a_pb2.SendMessageRequest(
+            tenant="acme",
+            message=user_message("work"),
+            configuration=a2a_pb2.SendMessageConfiguration(return_immediately=True),
+        )
+        created = await callers.stub.SendMessage(working, metadata=GOOD)
+        for path in (f"/acme/tasks/{created.task.id}:subscribe", "/acme/message:stream"):
+            verb = "GET" if path.endswith(":subscribe") else "POST"
+            body = (
+                None
+                if verb == "GET"
+                else {"message": {"messageId": "s", "role": "ROLE_USER", "parts": [{"text": "s"}]}}
+            )
+            reply = await session.request(verb, callers.base + path, json=body, headers=GOOD)
+            assert (await reply.content.readline()).startswith(b"data: ")
+            assert server.limits.open_streams == 1
+            reply.close()  # the client goes away mid-stream
+            await until(lambda: server.limits.open_streams == 0)
+        task = await callers.stub.GetTask(a2a_pb2.GetTaskRequest(tenant="acme", id=created.task.id), metadata=GOOD)
+        assert task.status.state == a2a_pb2.TASK_STATE_WORKING, "a client going away never cancels the task"
         agent.finish()
