@@ -5,6 +5,7 @@ HTTP+JSON, since the HTTP faces hand each call to the chain's own handlers (a2a_
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -16,6 +17,7 @@ from conftest import BASE_CARD, StartServer, user_message
 from http_faces import BINDINGS, Callers, Headers
 
 from a2a_grpc.generated import a2a_pb2
+from a2a_grpc.telemetry import ACCESS_LOGGER
 
 REQUIRED = "https://example.com/ext/required/v1"
 OPTIONAL = "https://example.com/ext/optional/v1"
@@ -186,3 +188,18 @@ async def test_an_sse_client_that_goes_away_gives_back_its_stream_slot_and_leave
         task = await callers.stub.GetTask(a2a_pb2.GetTaskRequest(tenant="acme", id=created.task.id), metadata=GOOD)
         assert task.status.state == a2a_pb2.TASK_STATE_WORKING, "a client going away never cancels the task"
         agent.finish()
+
+
+async def test_the_access_log_names_the_binding_and_the_caller_as_grpc_does(
+    start_server: StartServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger=ACCESS_LOGGER)
+    server = await start_server(card=CARD, bearer_tokens=TOKENS, access_log=True)
+    async with aiohttp.ClientSession() as session, grpc.aio.insecure_channel(server.grpc_target) as channel:
+        callers = Callers(server, session, channel)
+        for binding in BINDINGS:
+            assert not (await callers.call(binding, "SendMessage", send(), GOOD)).reason
+    lines = [record.getMessage() for record in caplog.records if record.name == ACCESS_LOGGER]
+    assert len(lines) == 3, lines
+    for line, name in zip(lines, ("SendMessage", "jsonrpc/SendMessage", "http+json/SendMessage"), strict=True):
+        assert f"method={name} " in line and "principal=alice" in line and "peer=ipv4:127.0.0.1:" in line, line
