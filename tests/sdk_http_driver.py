@@ -3,7 +3,7 @@
 (tests/sdk_signing_env.py), never in ours: `python -I tests/sdk_http_driver.py PLAN_JSON`.
 
 Plan: {"base_url": the HTTP port's URL, "binding": "JSONRPC" or "HTTP+JSON", "token": a bearer token,
-"extension": the URI the card requires}. The client is made from the card the server serves, with only that
+"extension": the URI the card requires, "ca": the PEM file of the CA to trust over https, or null}. The client is made from the card the server serves, with only that
 binding allowed. It calls every method: first without the required extension (refused), then with it: a send
 that returns at once, push config create/get/list/delete, a subscription and a streaming send (each task then
 canceled, which ends its stream), get, list, the extended card, and a cancel of a canceled task (refused).
@@ -52,7 +52,10 @@ async def drive(plan: dict[str, Any]) -> dict[str, Any]:
             echoes.append(response.headers["a2a-extensions"])
 
     http = httpx.AsyncClient(
-        headers={"Authorization": f"Bearer {plan['token']}"}, event_hooks={"response": [seen]}, timeout=30
+        headers={"Authorization": f"Bearer {plan['token']}"},
+        event_hooks={"response": [seen]},
+        timeout=30,
+        verify=plan.get("ca") or True,
     )
     config = ClientConfig(supported_protocol_bindings=[plan["binding"]], httpx_client=http, streaming=False)
     streaming = ClientConfig(supported_protocol_bindings=[plan["binding"]], httpx_client=http, streaming=True)

@@ -1,7 +1,8 @@
 """The reference SDK's client (a2a-sdk 1.x, in a venv of its own: tests/sdk_signing_env.py), made from the card our
 server serves with only JSONRPC or only HTTP+JSON allowed, calls every A2A method over that binding
 (tests/sdk_http_driver.py): the card's required extension refused without it (as ExtensionSupportRequiredError)
-and echoed with it, bearer authentication, the errors typed as the SDK types them."""
+and echoed with it, bearer authentication, over http and over https (the card's interfaces then https URLs), the
+errors typed as the SDK types them."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import Any
 
 import pytest
 from agents import PacedAgent
+from certs import Pki
 from conftest import BASE_CARD, StartServer
 from process import direct_env
 from sdk_signing_env import SdkUnavailableError, sdk_signing_python
@@ -57,16 +59,22 @@ async def run_driver(python: Path, plan: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
+@pytest.mark.parametrize("tls", [False, True], ids=["http", "https"])
 @pytest.mark.parametrize("binding", ["JSONRPC", "HTTP+JSON"])
 async def test_the_sdk_client_calls_every_method_over_the_binding(
-    start_server: StartServer, sdk_python: Path, tmp_path: Path, binding: str
+    start_server: StartServer, sdk_python: Path, tmp_path: Path, binding: str, tls: bool
 ) -> None:
     extended = tmp_path / "extended.json"
     extended.write_text(json.dumps({**BASE_CARD, "name": "extended agent"}))
+    pki = Pki(tmp_path / "pki")
+    issued = pki.server("server")
+    on_tls = {"tls_cert": str(issued.cert), "tls_key": str(issued.key)} if tls else {}
     server = await start_server(
-        card=CARD, agent=PacedAgent(), bearer_tokens={"t": "alice"}, extended_card_path=str(extended)
+        card=CARD, agent=PacedAgent(), bearer_tokens={"t": "alice"}, extended_card_path=str(extended), **on_tls
     )
-    plan = {"base_url": f"http://{server.http_target}", "binding": binding, "token": "t", "extension": REQUIRED}
+    base_url = f"{'https' if tls else 'http'}://{server.http_target}"
+    plan = {"base_url": base_url, "binding": binding, "token": "t", "extension": REQUIRED}
+    plan["ca"] = str(pki.ca_file) if tls else None
     seen = await run_driver(sdk_python, plan)
     steps = seen["steps"]
     assert steps["without_extension"] == "ExtensionSupportRequiredError"
