@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -16,6 +17,7 @@ from agents import PacedAgent
 from conftest import BASE_CARD, StartServer, user_message
 from http_faces import BINDINGS, Callers, Headers
 
+from a2a_grpc.auth import AuthSettings
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.telemetry import ACCESS_LOGGER
 
@@ -203,3 +205,29 @@ async def test_the_access_log_names_the_binding_and_the_caller_as_grpc_does(
     assert len(lines) == 3, lines
     for line, name in zip(lines, ("SendMessage", "jsonrpc/SendMessage", "http+json/SendMessage"), strict=True):
         assert f"method={name} " in line and "principal=alice" in line and "peer=ipv4:127.0.0.1:" in line, line
+
+
+API_KEY_CARD: dict[str, Any] = {
+    **BASE_CARD,
+    "securitySchemes": {"key": {"apiKeySecurityScheme": {"location": "header", "name": "x-api-key"}}},
+    "securityRequirements": [{"schemes": {"key": {}}}],
+}
+
+
+@pytest.mark.parametrize(
+    ("case", "key", "reason"),
+    [("the key", "k-123", ""), ("another key", "k-999", "UNAUTHENTICATED"), ("no key", None, "UNAUTHENTICATED")],
+)
+async def test_an_api_key_admits_or_refuses_alike_on_the_three_bindings(
+    start_server: StartServer, tmp_path: Path, case: str, key: str | None, reason: str
+) -> None:
+    keys = tmp_path / "api-keys"
+    keys.write_text("k-123=key-holder\n")
+    server = await start_server(card=API_KEY_CARD, auth=AuthSettings(api_keys=str(keys)))
+    headers: Headers = (("a2a-version", "1.0"), *((("x-api-key", key),) if key is not None else ()))
+    async with aiohttp.ClientSession() as session, grpc.aio.insecure_channel(server.grpc_target) as channel:
+        callers = Callers(server, session, channel)
+        outcomes = {
+            binding: await callers.call(binding, "SendMessage", send(tenant=""), headers) for binding in BINDINGS
+        }
+    assert {binding: outcome.reason for binding, outcome in outcomes.items()} == dict.fromkeys(BINDINGS, reason), case
