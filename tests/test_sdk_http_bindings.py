@@ -73,8 +73,8 @@ async def test_the_sdk_client_calls_every_method_over_the_binding(
         card=CARD, agent=PacedAgent(), bearer_tokens={"t": "alice"}, extended_card_path=str(extended), **on_tls
     )
     base_url = f"{'https' if tls else 'http'}://{server.http_target}"
-    plan = {"base_url": base_url, "binding": binding, "token": "t", "extension": REQUIRED}
-    plan["ca"] = str(pki.ca_file) if tls else None
+    ca = str(pki.ca_file) if tls else None
+    plan = {"base_url": base_url, "binding": binding, "token": "t", "extension": REQUIRED, "ca": ca}
     seen = await run_driver(sdk_python, plan)
     steps = seen["steps"]
     assert steps["without_extension"] == "ExtensionSupportRequiredError"
