@@ -5,6 +5,7 @@ HTTP+JSON, since the HTTP faces hand each call to the chain's own handlers (a2a_
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -19,6 +20,7 @@ from http_faces import BINDINGS, Callers, Headers
 
 from a2a_grpc.auth import AuthSettings
 from a2a_grpc.generated import a2a_pb2
+from a2a_grpc.server import A2AServer, ServerSettings
 from a2a_grpc.telemetry import ACCESS_LOGGER
 
 REQUIRED = "https://example.com/ext/required/v1"
@@ -231,3 +233,36 @@ async def test_an_api_key_admits_or_refuses_alike_on_the_three_bindings(
             binding: await callers.call(binding, "SendMessage", send(tenant=""), headers) for binding in BINDINGS
         }
     assert {binding: outcome.reason for binding, outcome in outcomes.items()} == dict.fromkeys(BINDINGS, reason), case
+
+
+class Refuser(grpc.aio.ServerInterceptor):  # type: ignore[misc]
+    """A user's interceptor: refuses a unary call that carries `x-refuse: yes`, as a grpc.aio interceptor does."""
+
+    async def intercept_service(self, continuation: Any, details: Any) -> Any:
+        handler = await continuation(details)
+        if ("x-refuse", "yes") not in tuple(details.invocation_metadata or ()) or handler.unary_unary is None:
+            return handler
+
+        async def refuse(request: Any, context: Any) -> Any:
+            await context.abort(grpc.StatusCode.PERMISSION_DENIED, "refused by the user's interceptor")
+
+        return grpc.unary_unary_rpc_method_handler(refuse, handler.request_deserializer, handler.response_serializer)
+
+
+@pytest.mark.parametrize(("refuse", "reason"), [("yes", "PERMISSION_DENIED"), ("no", "")])
+async def test_a_users_interceptor_sees_and_refuses_http_calls_as_grpc_ones(
+    tmp_path: Path, refuse: str, reason: str
+) -> None:
+    card = tmp_path / "card.json"
+    card.write_text(json.dumps(BASE_CARD))
+    settings = ServerSettings(listen="127.0.0.1:0", http_listen="127.0.0.1:0", card_path=str(card), store_url="memory")
+    server = A2AServer(settings, interceptors=[Refuser()])
+    await server.start()
+    try:
+        headers: Headers = (("a2a-version", "1.0"), ("x-refuse", refuse))
+        async with aiohttp.ClientSession() as session, grpc.aio.insecure_channel(server.grpc_target) as channel:
+            callers = Callers(server, session, channel)
+            outcomes = {b: await callers.call(b, "SendMessage", send(tenant=""), headers) for b in BINDINGS}
+    finally:
+        await server.stop(0)
+    assert {binding: outcome.reason for binding, outcome in outcomes.items()} == dict.fromkeys(BINDINGS, reason)
