@@ -32,6 +32,7 @@ from a2a_grpc.connection_front import INNER_HOST, ConnectionFront
 from a2a_grpc.connections import GRPC_INT_MAX, connection_options, default_max_connections
 from a2a_grpc.extensions import ExtensionRegistry
 from a2a_grpc.faces import HttpFaces
+from a2a_grpc.faces import advertise as advertise_faces
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.http_guard import ConnectionGuard
 from a2a_grpc.ids import new_id
@@ -410,6 +411,8 @@ class A2AServer:
                 await self._bind_http(settings.http_listen)
             except OSError as error:
                 raise OSError(f"cannot serve the agent card on {settings.http_listen}: {error.strerror}") from None
+        else:
+            advertise_faces(self._cards, (), "")  # no HTTP port: the card lists no HTTP binding
         self._sign_cards()  # both ports are bound: the cards name them, the signatures the JWKS's URL
         await self._set_health(NOT_SERVING)  # the servicer starts with "" SERVING: not before all is up
         await self.health.set(LIVENESS_SERVICE, SERVING)
@@ -523,6 +526,10 @@ class A2AServer:
                     interface.url = bound
 
     @property
+    def _cards(self) -> tuple[a2a_pb2.AgentCard, a2a_pb2.AgentCard | None]:
+        return self.card, self.extended_card
+
+    @property
     def grpc_target(self) -> str:
         host = self.settings.listen.rsplit(":", 1)[0]
         return f"{host}:{self.port}"
@@ -609,7 +616,7 @@ class A2AServer:
             start_serving=False,
         )
         self.http_port = self._http_server.sockets[0].getsockname()[1]
-        faces.advertise((self.card, self.extended_card), f"{'http' if tls is None else 'https'}://{self.http_target}")
+        faces.advertise(self._cards, f"{'http' if tls is None else 'https'}://{self.http_target}")
 
     async def _close_http(self) -> None:
         """Close the HTTP port and what serves it, as far as they were made."""

@@ -8,10 +8,11 @@ from pathlib import Path
 
 import aiohttp
 import pytest
-from conftest import StartServer
+from conftest import BASE_CARD, StartServer
 
 from a2a_grpc.faces.routes import route_table
 from a2a_grpc.protocol import A2A_SERVICE
+from a2a_grpc.server import A2AServer, ServerSettings
 from a2a_grpc.setting_types import bindings
 
 REPO = Path(__file__).resolve().parent.parent
@@ -62,3 +63,15 @@ async def test_the_card_lists_the_served_bindings_and_only_they_answer(
         for path, status in answers.items():
             async with session.post(base + path, json=rpc if path == "/" else SEND, headers=V1) as reply:
                 assert reply.status == status, (served, path, await reply.text())
+
+
+async def test_without_the_http_port_the_card_lists_no_http_binding_even_its_own(tmp_path: Path) -> None:
+    own = {"url": "https://agent.example/a2a", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}
+    card = tmp_path / "card.json"
+    card.write_text(json.dumps({**BASE_CARD, "supportedInterfaces": [own]}))
+    server = A2AServer(ServerSettings(listen="127.0.0.1:0", http_listen="", card_path=str(card), store_url="memory"))
+    await server.start()
+    try:
+        assert [interface.protocol_binding for interface in server.card.supported_interfaces] == ["GRPC", "GRPC"]
+    finally:
+        await server.stop(0)

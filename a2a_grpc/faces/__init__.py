@@ -34,7 +34,7 @@ BINDINGS = (GRPC, JSONRPC, HTTP_JSON)  # the names --bindings takes
 PROTOCOL_BINDING = {GRPC: "GRPC", JSONRPC: "JSONRPC", HTTP_JSON: "HTTP+JSON"}  # as the card names them
 JSONRPC_PATH = "/"
 
-__all__ = ["BINDINGS", "JSONRPC_PATH", "HttpFaces", "served_interfaces"]
+__all__ = ["BINDINGS", "JSONRPC_PATH", "HttpFaces", "advertise", "served_interfaces"]
 
 
 class HttpFaces:
@@ -70,10 +70,16 @@ class HttpFaces:
         return face_methods(face.service, self._chain_of(face).method_handlers(self._servicer))
 
     def advertise(self, cards: Iterable[a2a_pb2.AgentCard | None], base_url: str) -> None:
-        """List the served faces in each card (a2a_grpc.faces.served_interfaces)."""
-        for card in cards:
-            if card is not None:
-                served_interfaces(card, self.bindings, base_url)
+        """List the served faces in each card, at `base_url` (the HTTP port's)."""
+        advertise(cards, self.bindings, base_url)
+
+
+def advertise(cards: Iterable[a2a_pb2.AgentCard | None], bindings: Iterable[str], base_url: str) -> None:
+    """Make each card's interfaces the served ones (served_interfaces); no `bindings`: the HTTP side is off."""
+    served = tuple(bindings)
+    for card in cards:
+        if card is not None:
+            served_interfaces(card, served, base_url)
 
 
 def served_interfaces(card: a2a_pb2.AgentCard, bindings: Iterable[str], base_url: str) -> None:
