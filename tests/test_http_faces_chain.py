@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import socket
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from agents import PacedAgent
 from conftest import BASE_CARD, StartServer, user_message
 from http_faces import BINDINGS, Callers, Headers
 
+from a2a_grpc.agent import EventPublisher, RequestContext
 from a2a_grpc.auth import AuthSettings
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server import A2AServer, ServerSettings
@@ -266,3 +268,41 @@ async def test_a_users_interceptor_sees_and_refuses_http_calls_as_grpc_ones(
     finally:
         await server.stop(0)
     assert {binding: outcome.reason for binding, outcome in outcomes.items()} == dict.fromkeys(BINDINGS, reason)
+
+
+class FloodAgent:
+    """WORKING, then CHUNKS artifacts of 64 KiB each (more than loopback's socket buffers hold), then COMPLETED."""
+
+    CHUNKS = 160
+
+    async def execute(self, context: RequestContext, events: EventPublisher) -> None:
+        await events.working("flooding")
+        for index in range(self.CHUNKS):
+            await events.artifact(text="x" * 65536, artifact_id=f"{context.task_id}-{index}", last_chunk=True)
+        await events.complete("done")
+
+    async def cancel(self, context: RequestContext, events: EventPublisher) -> None:
+        await events.canceled("stopped")
+
+
+async def test_an_sse_client_that_stops_reading_is_cut_off_and_gives_back_its_stream_slot(
+    start_server: StartServer,
+) -> None:
+    server = await start_server(agent=FloodAgent(), http_head_seconds=0.5)
+    request = json.dumps({"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "go"}]}}).encode()
+    head = (
+        f"POST /message:stream HTTP/1.1\r\nHost: {server.http_target}\r\nA2A-Version: 1.0\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(request)}\r\n\r\n"
+    ).encode()
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # before connecting: a small window
+    host, port = server.http_target.rsplit(":", 1)
+    sock.setblocking(False)
+    loop = asyncio.get_running_loop()
+    await loop.sock_connect(sock, (host, int(port)))
+    try:
+        await loop.sock_sendall(sock, head + request)
+        await until(lambda: server.limits.open_streams == 1)
+        await until(lambda: server.limits.open_streams == 0)  # cut off, never having read a byte
+    finally:
+        sock.close()
