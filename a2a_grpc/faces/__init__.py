@@ -26,15 +26,13 @@ from a2a_grpc.faces.routes import service_routes
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.interceptors.server.chain import ServerChain
 from a2a_grpc.interceptors.server.faces import V10_FACE, Face
+from a2a_grpc.setting_types import BINDING_NAMES
 
-GRPC = "grpc"
-JSONRPC = "jsonrpc"
-HTTP_JSON = "http+json"
-BINDINGS = (GRPC, JSONRPC, HTTP_JSON)  # the names --bindings takes
+GRPC, JSONRPC, HTTP_JSON = BINDING_NAMES  # as --bindings names them
 PROTOCOL_BINDING = {GRPC: "GRPC", JSONRPC: "JSONRPC", HTTP_JSON: "HTTP+JSON"}  # as the card names them
 JSONRPC_PATH = "/"
 
-__all__ = ["BINDINGS", "JSONRPC_PATH", "HttpFaces", "advertise", "served_interfaces"]
+__all__ = ["JSONRPC_PATH", "HttpFaces", "advertise", "served_interfaces"]
 
 
 class HttpFaces:

@@ -59,7 +59,6 @@ JSONRPC_CODE: dict[str, int] = {
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
 METHOD_NOT_FOUND = -32601
-INVALID_PARAMS = -32602
 SERVER_ERROR = -32000  # JSON-RPC's implementation-defined server errors: the ones no A2A code names
 # HTTP statuses a JSON-RPC error answers with (every other one is 200): what HTTP tooling reads as such
 JSONRPC_HTTP_STATUS = {grpc.StatusCode.UNAUTHENTICATED: 401, grpc.StatusCode.PERMISSION_DENIED: 403}
