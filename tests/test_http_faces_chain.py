@@ -306,3 +306,17 @@ async def test_an_sse_client_that_stops_reading_is_cut_off_and_gives_back_its_st
         await until(lambda: server.limits.open_streams == 0)  # cut off, never having read a byte
     finally:
         sock.close()
+
+
+async def test_a_callers_request_rate_is_one_budget_over_the_three_bindings(start_server: StartServer) -> None:
+    server = await start_server(card=CARD, bearer_tokens=TOKENS, max_requests_per_second=0.01)  # one, then none
+    async with aiohttp.ClientSession() as session, grpc.aio.insecure_channel(server.grpc_target) as channel:
+        callers = Callers(server, session, channel)
+        assert not (await callers.call("grpc", "SendMessage", send(), GOOD)).reason, "alice's one request"
+        rest = await callers.call("http+json", "SendMessage", send(), GOOD)
+        jsonrpc = await callers.call("jsonrpc", "SendMessage", send(), GOOD)
+        bob = replaced(GOOD, "authorization", "Bearer t-jsonrpc")
+        assert not (await callers.call("http+json", "SendMessage", send(), bob)).reason, "another caller's budget"
+        assert (await callers.call("grpc", "SendMessage", send(), bob)).reason == "RATE_LIMITED"
+    assert (rest.reason, rest.http_status, rest.headers["retry-after"]) == ("RATE_LIMITED", 429, "100")
+    assert (jsonrpc.reason, jsonrpc.jsonrpc_code) == ("RATE_LIMITED", -32000)
