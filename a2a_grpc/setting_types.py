@@ -132,6 +132,18 @@ def listen_address(text: str) -> str:
     return text
 
 
+BINDING_NAMES = ("grpc", "jsonrpc", "http+json")
+
+
+def bindings(text: str) -> str:
+    """--bindings: a comma list of BINDING_NAMES, gRPC always among them; the served ones, comma-joined in order."""
+    named = {part.strip().lower() for part in text.split(",") if part.strip()}
+    unknown = sorted(named.difference(BINDING_NAMES))
+    if unknown:
+        raise _refuse(f"a comma list of {', '.join(BINDING_NAMES)}", unknown[0])
+    return ",".join(name for name in BINDING_NAMES if name in named or name == "grpc")
+
+
 def optional_listen_address(text: str) -> str:
     """HOST:PORT, or '' for none."""
     return text if text == "" else listen_address(text)

@@ -32,6 +32,7 @@ from a2a_grpc.generated.v0_3 import a2a_pb2_grpc as v03_pb2_grpc
 from a2a_grpc.interceptors.server import WORKER_TRAILER
 from a2a_grpc.protocol import EXTENSIONS_HEADER, RESUME_EXTENSION_URI
 from a2a_grpc.resume import event_seq
+from bench.http_load import HTTP_FACES, http_senders
 from bench.protocol import HOLD_TEXT, PUSH_TOKEN, parse_tick_text, ticks_text
 
 READY = "ready"
@@ -50,7 +51,8 @@ class SendServer(NamedTuple):
     caller), whether to ask which worker process serves each connection (`--workers`), the webhook each
     message names in its push config (`configuration.task_push_notification_config`; none when empty), the
     PEM CA to trust over TLS (None: plaintext), and the face its calls go to: V10 (`lf.a2a.v1.A2AService`)
-    or V03 (`a2a.v1.A2AService`, the A2A 0.3 face; neither worker probes nor push configs)."""
+    or V03 (`a2a.v1.A2AService`, the A2A 0.3 face; neither worker probes nor push configs), or an HTTP binding
+    (bench.http_load: JSON-RPC or HTTP+JSON at http://`target`, a connection per caller; neither either)."""
 
     target: str
     metadata: Metadata
@@ -128,7 +130,7 @@ def _send_request(text: str, task_id: str = "", push_url: str = "") -> Any:
 
 def _face_send(text: str, server: SendServer) -> tuple[Any, Any]:
     """The SendMessage request of `server`'s face and the message in it (whose message_id each call sets)."""
-    if server.face == V10:
+    if server.face == V10 or (server.face in HTTP_FACES and not server.push_url and not server.probe_workers):
         request = _send_request(text, push_url=server.push_url)
         return request, request.message
     if server.face != V03 or server.push_url or server.probe_workers:
@@ -226,7 +228,9 @@ async def send_job(job: Job, worker_id: int, outbox: Any) -> dict[str, Any]:
     async with contextlib.AsyncExitStack() as stack:
         stubs = [
             await stack.enter_async_context(
-                _stubs(server.target, min(job["concurrency"], server.channels), server.tls_roots, server.face)
+                http_senders(server.target, job["concurrency"], server.face)
+                if server.face in HTTP_FACES
+                else _stubs(server.target, min(job["concurrency"], server.channels), server.tls_roots, server.face)
             )
             for server in servers
         ]

@@ -12,6 +12,9 @@ and counts the metrics; `tracing` adds a span per call, exported nowhere (OTEL_T
 it (`serve`) the server runs as `a2a-grpc serve` runs by default: its logging set up as serve sets it up (INFO,
 text lines, on stderr, which the bench sends to a file) and ServerSettings' defaults (the access log on).
 
+`--http` (the send.http.* cases): the HTTP port (JSON-RPC and HTTP+JSON) on a free loopback port too; the ready
+line names it instead of the gRPC port.
+
 `--jwt-key FILE --jwt-issuer ISS --jwt-audience AUD` (auth.send.jwt): every call needs a JWT that key verifies,
 as `a2a-grpc serve` with the same flags; `--tls-cert FILE --tls-key FILE` (auth.send.tls): the port speaks TLS.
 """
@@ -75,6 +78,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--enforce-input-modes", action="store_true", help="enforce_input_modes: parts checked against the card's modes"
     )
     parser.add_argument(
+        "--http", action="store_true", help="serve the HTTP faces on a free loopback port too, and announce that port"
+    )
+    parser.add_argument(
         "--telemetry",
         choices=TELEMETRY,
         default="serve",
@@ -123,7 +129,7 @@ async def serve(args: argparse.Namespace, worker: bool) -> int:
     access_log, metrics, tracing = configure_telemetry(args)
     settings = ServerSettings(
         listen=args.listen,
-        http_listen="",
+        http_listen="127.0.0.1:0" if args.http else "",
         store_url=args.store,
         grace_seconds=GRACE_SECONDS,
         missing_version_means="0.3",
@@ -144,7 +150,8 @@ async def serve(args: argparse.Namespace, worker: bool) -> int:
     await server.start()
     watch = _terminate_when_orphaned() if worker else None
     try:
-        return await serve_until_signalled(server.port, lambda: server.stop(GRACE_SECONDS))
+        port = server.http_port if args.http else server.port
+        return await serve_until_signalled(port, lambda: server.stop(GRACE_SECONDS))
     finally:
         if watch is not None:
             watch.cancel()

@@ -8,6 +8,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from bench.http_report import http_ratios, http_targets
+
 Record = dict[str, Any]
 
 NOTES = (
@@ -275,6 +277,7 @@ def ratios(records: list[Record], concurrencies: list[int]) -> list[Record]:
         out += _telemetry_ratios(by_name, c)
         out += _auth_ratios(by_name, c)
         out += _face_ratios(by_name, c)
+        out += http_ratios(by_name, c, _entry, _paired)
     for top, bottom in (
         ("stream.ours", "stream.sdk"),
         ("stream.ours", "stream.bare"),
@@ -501,7 +504,8 @@ def targets(records: list[Record], concurrencies: list[int]) -> list[Record]:
             value = statistics.median(added)
             out.append({"target": name, "value": value, "met": value < 0.05, "percent": True})
     out += _replica_targets(by_name, c) + _push_targets(by_name, c)
-    return out + _telemetry_targets(by_name, c) + _auth_targets(by_name, c) + _face_targets(by_name, c)
+    out += _telemetry_targets(by_name, c) + _auth_targets(by_name, c) + _face_targets(by_name, c)
+    return out + http_targets(by_name, c, _ratio)
 
 
 def ceiling_note(records: list[Record], concurrencies: list[int]) -> str | None:

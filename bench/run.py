@@ -12,6 +12,10 @@ Case families (filter them with --cases, shell-style patterns):
   send.memory.v03{,-noext}                                send.memory.{ext,noext}'s settings, called on the A2A 0.3
                                                           face (a2a.v1.A2AService: no a2a-version, the extension
                                                           requested in x-a2a-extensions), for the 0.3/1.0 ratio
+  send.http.{jsonrpc,rest}.{ours,sdk}                     SendMessage, echo agent, over JSON-RPC and HTTP+JSON: our
+                                                          HTTP faces (memory store, the bench's extension required
+                                                          and requested, as send.memory.ext) and the SDK's own
+                                                          Starlette apps under uvicorn (bench.sdk_http_server)
   stream.{bare,sdk,ours}                                  SendStreamingMessage, CHUNKS artifact chunks per task
   fanout.{sdk,ours}                                       SubscribeToTask, --subscribers streams on one task
   memory.ours                                             server RSS after --memory-tasks stored tasks
@@ -86,12 +90,13 @@ from a2a_grpc.settings.defaults import MEMORY_STORE_MAX_TASKS
 from bench import growth, growth_report, measure, readload, report
 from bench.credentials import AUDIENCE, ISSUER, Credentials
 from bench.databases import Databases
+from bench.http_load import HTTP_FACES, HTTP_JSON, JSONRPC
 from bench.loadgen import V03, V10, LoadPool, Metadata
 from bench.pg_cluster import PostgresUnavailable
 from bench.procs import ServerProcess
 from bench.protocol import BENCH_EXTENSION_URI, CHUNKS, ECHO_EVENTS
 from bench.push import DRAIN_LIMIT_SECONDS, STALL_SECONDS, PushReceiver
-from bench.sdk_env import SDK_REQUIREMENT, SdkUnavailableError, sdk_python
+from bench.sdk_env import SDK_REQUIREMENT, SdkUnavailableError, sdk_http_python, sdk_python
 
 ROOT = Path(__file__).resolve().parent.parent
 EXTENSION_METADATA = (*measure.V1, ("a2a-extensions", BENCH_EXTENSION_URI))
@@ -122,7 +127,9 @@ class Family:
     top_only: bool = False  # measured at the highest --concurrency only
     asks: bool = False  # the bare servicer asks gRPC what our chain asks (send.bare-asks; `extension` for its calls)
     front: bool = False  # the bare servicer behind a2a_grpc.connection_front (--max-connections-per-address)
-    face: str = V10  # the service a send family's calls go to: V10 (lf.a2a.v1) or V03 (a2a.v1, A2A 0.3)
+    # the service a send family's calls go to: V10 (lf.a2a.v1) or V03 (a2a.v1, A2A 0.3), or an HTTP binding
+    # (bench.http_load: JSONRPC or HTTP_JSON) on the server's HTTP port
+    face: str = V10
     interceptor: bool = False  # the bare servicer behind the standard A2AServerInterceptor (send.bare.interceptor)
 
     def levels(self, concurrency: list[int]) -> list[int]:
@@ -142,6 +149,10 @@ FAMILIES = (
     Family("send.memory.v03", "send", "ours", "memory", extension=True, face=V03),
     Family("send.memory.v03-noext", "send", "ours", "memory", face=V03),
     Family("send.sqlite.ext", "send", "ours", "sqlite", extension=True),
+    Family("send.http.jsonrpc.ours", "send", "ours", "memory", extension=True, face=JSONRPC),
+    Family("send.http.rest.ours", "send", "ours", "memory", extension=True, face=HTTP_JSON),
+    Family("send.http.jsonrpc.sdk", "send", "sdk", face=JSONRPC),
+    Family("send.http.rest.sdk", "send", "sdk", face=HTTP_JSON),
     Family("send.sqlite.noext", "send", "ours", "sqlite"),
     Family("stream.bare", "stream", "bare"),
     Family("stream.sdk", "stream", "sdk"),
@@ -302,6 +313,9 @@ class Bench:
 
     # ---- servers -------------------------------------------------------------------------------
 
+    def _sdk_http_python(self) -> Path:
+        return sdk_http_python(ROOT)
+
     def _sdk_python(self) -> Path:
         if self._sdk is None:
             try:
@@ -321,6 +335,8 @@ class Bench:
                 *(["--front"] if family.front else []),
             ]
             return [sys.executable, "-m", "bench.bare_server", *flags]
+        if family.server == "sdk" and family.face in HTTP_FACES:
+            return [str(self._sdk_http_python()), "-m", "bench.sdk_http_server", "--binding", family.face]
         if family.server == "sdk":
             argv = [str(self._sdk_python()), "-m", "bench.sdk_server", "--agent", agent]
             return argv + (["--uvloop"] if self.args.sdk_uvloop else [])
@@ -333,7 +349,7 @@ class Bench:
         argv += ["--push-allow", "127.0.0.1", "--push-allow-http"] if family.push else []
         if family.telemetry:
             argv += ["--telemetry", family.telemetry, "--access-log-file", str(self._access_log(family))]
-        argv += self._auth_flags(family)
+        argv += self._auth_flags(family) + (["--http"] if family.face in HTTP_FACES else [])
         return argv + (["--no-extensions"] if family.kind == "send" and not family.extension else [])
 
     def _store_path(self, family: Family) -> str:

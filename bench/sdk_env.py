@@ -2,7 +2,7 @@
 cannot share a process with ours.
 
 The bench's venv (.bench-venv-sdk/, a2a-sdk 1.x) is `BENCH_SDK`, reached through `sdk_python` and
-`sdk_installed`; the tests describe their own venvs as `SdkVenv` values (tests/sdk03_env.py).
+`sdk_installed`; its HTTP servers' (.bench-venv-sdk-http/) is `BENCH_SDK_HTTP`, through `sdk_http_python`; the tests describe their own venvs as `SdkVenv` values (tests/sdk03_env.py).
 """
 
 from __future__ import annotations
@@ -89,6 +89,15 @@ BENCH_SDK = SdkVenv(
     label="bench",
 )
 
+# The SDK's own JSON-RPC and HTTP+JSON servers (its Starlette apps) under uvicorn, for the send.http.*.sdk cases.
+BENCH_SDK_HTTP = SdkVenv(
+    name=".bench-venv-sdk-http",
+    requirement="a2a-sdk[grpc,http-server]==1.3.0",
+    extras=("uvicorn>=0.30", "uvloop>=0.21"),
+    check="import a2a.server.routes, starlette, sse_starlette, uvicorn",
+    label="bench",
+)
+
 
 @contextlib.contextmanager
 def _install_lock(venv: Path) -> Iterator[None]:
@@ -110,3 +119,8 @@ def sdk_python(root: Path) -> Path:
 def sdk_installed(root: Path) -> bool:
     """Whether the bench SDK venv is installed already, so that sdk_python downloads nothing."""
     return BENCH_SDK.installed(root)
+
+
+def sdk_http_python(root: Path) -> Path:
+    """The venv of the SDK's HTTP servers (BENCH_SDK_HTTP), made the first time."""
+    return BENCH_SDK_HTTP.python(root)

@@ -66,6 +66,7 @@ BAD: dict[str, tuple[Callable[[Path], list[str]], str]] = {
     "an http port past 65535": (flags("--http-listen", "127.0.0.1:70000"), "--http-listen"),
     "a listen address without a port": (flags("--listen", "127.0.0.1"), "--listen"),
     "a push allow that is no host or network": (flags("--push-allow", "notahost/99"), "--push-allow"),
+    "a binding no A2A version defines": (flags("--bindings", "grpc,soap"), "--bindings"),
     "a NUL in the store": (config_file('store = "memory\\u0000x"'), "store"),
     "a NUL in the card path": (flags("--card", "card\x01.json"), "--card"),
     "a card nested 100,000 deep": (deep_card, "nests JSON deeper"),

@@ -108,7 +108,8 @@ async def test_the_default_card_validates_against_the_spec_schema_and_v03_card_d
 ) -> None:
     pure = await served_card(await start_server())
     assert V03_FIELDS.isdisjoint(pure), "no 0.3 field by default"
-    assert [interface["protocolVersion"] for interface in pure["supportedInterfaces"]] == ["1.0", "0.3"]
+    listed = [(interface["protocolBinding"], interface["protocolVersion"]) for interface in pure["supportedInterfaces"]]
+    assert listed == [("GRPC", "1.0"), ("GRPC", "0.3"), ("JSONRPC", "1.0"), ("HTTP+JSON", "1.0")]
     assert card_schema_errors(pure) == []
     merged = await served_card(await start_server(v03_card=True))
     assert merged.keys() >= V03_FIELDS, "--v03-card: what a 0.3 resolver reads"

@@ -34,7 +34,7 @@ def write_card(tmp_path: Path, card: dict[str, Any]) -> str:
     return str(path)
 
 
-def test_the_card_is_protojson_naming_the_grpc_interface(demo_server: ServerProcess) -> None:
+def test_the_card_is_protojson_naming_the_grpc_interface_then_the_http_faces(demo_server: ServerProcess) -> None:
     reply = http_get(demo_server.card_url)
     assert reply.status == 200
     assert reply.headers.get_content_type() == "application/json"
@@ -43,6 +43,8 @@ def test_the_card_is_protojson_naming_the_grpc_interface(demo_server: ServerProc
     assert card["supportedInterfaces"] == [
         {"url": demo_server.grpc_target, "protocolBinding": "GRPC", "protocolVersion": "1.0"},
         {"url": demo_server.grpc_target, "protocolBinding": "GRPC", "protocolVersion": "0.3"},
+        {"url": f"http://{demo_server.ports.http_target}/", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
+        {"url": f"http://{demo_server.ports.http_target}", "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
     ]
     assert "defaultInputModes" in card and "default_input_modes" not in card, "ProtoJSON names are camelCase"
     parsed = json_format.ParseDict(card, a2a_pb2.AgentCard())  # an unknown field would raise
@@ -89,15 +91,16 @@ def test_other_paths_are_not_found(demo_server: ServerProcess) -> None:
     assert reply.status == 404
 
 
-def test_a_custom_card_gets_the_grpc_interface_from_listen(tmp_path: Path) -> None:
+def test_a_custom_card_gets_the_grpc_interface_from_listen_first_and_keeps_its_own_jsonrpc_one(tmp_path: Path) -> None:
     card = {**CARD, "supportedInterfaces": [JSONRPC_INTERFACE]}
     with serve_process(tmp_path, "--card", write_card(tmp_path, card)) as server:
         served = http_get(server.card_url).json()
     assert served["name"] == "card test agent"
     assert served["supportedInterfaces"] == [
-        JSONRPC_INTERFACE,
         {"url": server.grpc_target, "protocolBinding": "GRPC", "protocolVersion": "1.0"},
         {"url": server.grpc_target, "protocolBinding": "GRPC", "protocolVersion": "0.3"},
+        JSONRPC_INTERFACE,
+        {"url": f"http://{server.ports.http_target}", "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
     ]
     assert "streaming" not in served["capabilities"] or served["capabilities"]["streaming"] is False
 
@@ -107,7 +110,9 @@ def test_a_grpc_interface_the_card_declares_is_kept_and_named_for_0_3_too(tmp_pa
     card_path = write_card(tmp_path, {**CARD, "supportedInterfaces": [declared]})
     with serve_process(tmp_path, "--card", card_path, "--v03-card") as server:
         served = http_get(server.card_url).json()
-    assert served["supportedInterfaces"] == [declared, {**declared, "protocolVersion": "0.3"}]
+    http_json = {"url": f"http://{server.ports.http_target}", "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"}
+    jsonrpc = {**http_json, "url": http_json["url"] + "/", "protocolBinding": "JSONRPC"}
+    assert served["supportedInterfaces"] == [declared, {**declared, "protocolVersion": "0.3"}, jsonrpc, http_json]
     assert served["url"] == "agent.internal:443", "with --v03-card, what a 0.3 resolver reads"
 
 

@@ -394,7 +394,13 @@ async def test_extended_card_for_an_authenticated_caller(
         assert card.name == "test agent (extended)"
         assert [skill.id for skill in card.skills] == ["echo", "secret"]
         interfaces = [(i.url, i.protocol_binding, i.protocol_version) for i in card.supported_interfaces]
-        assert interfaces == [(server.grpc_target, "GRPC", "1.0"), (server.grpc_target, "GRPC", "0.3")]
+        http = f"http://{server.http_target}"
+        assert interfaces == [
+            (server.grpc_target, "GRPC", "1.0"),
+            (server.grpc_target, "GRPC", "0.3"),
+            (http + "/", "JSONRPC", "1.0"),
+            (http, "HTTP+JSON", "1.0"),
+        ]
 
         for metadata in (V1, bearer("wrong")):
             error = await rpc_error(stub.GetExtendedAgentCard(a2a_pb2.GetExtendedAgentCardRequest(), metadata=metadata))

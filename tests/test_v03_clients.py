@@ -688,7 +688,7 @@ async def test_with_the_03_face_off_the_03_client_gets_unimplemented_naming_the_
     caplog.set_level(logging.INFO, logger=ACCESS_LOGGER)
     server = await start_server(serve_v03=False, agent=MixedAgent())
     served = await asyncio.to_thread(fetch_card, f"http://{server.http_target}", None)
-    assert [entry["protocolVersion"] for entry in served["supportedInterfaces"]] == ["1.0"]
+    assert {entry["protocolVersion"] for entry in served["supportedInterfaces"]} == {"1.0"}
     assert "url" not in served and "preferredTransport" not in served, "no 0.3 interface is advertised"
     refused = (await drive(sdk03, {"card_url": f"http://{server.http_target}", "steps": []})).card_error()
     assert refused["type"] == "A2AClientJSONError" and '"url"' in refused["message"], refused

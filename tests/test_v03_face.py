@@ -383,6 +383,8 @@ async def test_with_v03_card_one_card_for_both_versions_and_get_agent_card_for_0
     assert served["supportedInterfaces"] == [
         {"url": target, "protocolBinding": "GRPC", "protocolVersion": "1.0"},
         {"url": target, "protocolBinding": "GRPC", "protocolVersion": "0.3"},
+        {"url": f"http://{server.http_target}/", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
+        {"url": f"http://{server.http_target}", "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
     ]
     assert (served["url"], served["preferredTransport"], served["protocolVersion"]) == (target, "GRPC", "0.3.0")
     assert served["additionalInterfaces"] == [{"url": target, "transport": "GRPC"}]
@@ -455,7 +457,7 @@ async def test_with_the_face_off_0_3_calls_are_unimplemented_naming_the_1_0_serv
     )
     lines = [r.getMessage() for r in caplog.records if r.name == ACCESS_LOGGER]
     assert any("/a2a.v1.A2AService/SendMessage" in line and "UNIMPLEMENTED" in line for line in lines), lines
-    assert "url" not in served and [i["protocolVersion"] for i in served["supportedInterfaces"]] == ["1.0"]
+    assert "url" not in served and {i["protocolVersion"] for i in served["supportedInterfaces"]} == {"1.0"}
     assert answer.task.status.state == a2a_pb2.TASK_STATE_COMPLETED
 
 

@@ -18,6 +18,7 @@ from a2a_grpc.assembly.readiness import Readiness
 from a2a_grpc.assembly.served import Served, served_by
 from a2a_grpc.assembly.services import Services, Telemetry, a2a_services
 from a2a_grpc.assembly.settings import ServerSettings
+from a2a_grpc.faces import HttpFaces
 from a2a_grpc.ids import new_id
 from a2a_grpc.interceptors.server import Limits
 from a2a_grpc.push.service import PushService
@@ -101,9 +102,24 @@ def assemble(
     services = a2a_services(settings, servicer, served, limits, telemetry, readiness.health)
     send_bytes = task_limits.max_send_bytes(settings.max_list_page_bytes)
     grpc_port = GrpcPort(settings, services, served.tls, send_bytes)
-    http = HttpPort(settings, served.tls, metrics) if settings.http_listen else None
+    http = (
+        HttpPort(settings, served.tls, metrics, _http_faces(settings, services, servicer))
+        if settings.http_listen
+        else None
+    )
     return Assembly(
         settings, served, store, telemetry, push, task_limits, readiness, manager, limits, services, grpc_port, http
+    )
+
+
+def _http_faces(settings: ServerSettings, services: Services, servicer: A2AServicer) -> HttpFaces:
+    """The JSON-RPC and HTTP+JSON faces `settings.bindings` names, over chains like the gRPC faces'."""
+    return HttpFaces(
+        settings.bindings.split(","),
+        services.chain_of,
+        servicer,
+        max_body_bytes=settings.max_message_bytes,
+        io_seconds=settings.http_head_seconds,
     )
 
 

@@ -1,4 +1,4 @@
-"""The HTTP port: the agent card, the JWKS of the keys that sign, and /metrics. Bound (its routes ready) before
+"""The HTTP port: the agent card, the JSON-RPC and HTTP+JSON faces, the JWKS of the keys that sign, and /metrics. Bound (its routes ready) before
 the cards are signed, since they name it; serving once the signed card's document is made."""
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ from prometheus_client.aiohttp import make_aiohttp_handler
 
 from a2a_grpc.assembly.settings import ServerSettings
 from a2a_grpc.card.http import CACHE_CONTROL, CardDocument
+from a2a_grpc.faces import HttpFaces
+from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.http_guard import ConnectionGuard
 from a2a_grpc.listen_errors import cannot_listen
 from a2a_grpc.network_logs import HttpServerLog
@@ -29,8 +31,11 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]  # of an HTTP r
 
 
 class HttpPort:
-    def __init__(self, settings: ServerSettings, tls: ServerTLS | None, metrics: Metrics | None) -> None:
+    def __init__(
+        self, settings: ServerSettings, tls: ServerTLS | None, metrics: Metrics | None, faces: HttpFaces
+    ) -> None:
         self._settings = settings
+        self._faces = faces
         self._tls = tls
         self._metrics = metrics
         self.port = 0  # once bound
@@ -53,6 +58,10 @@ class HttpPort:
         except OSError as error:
             listen = self._settings.http_listen
             raise cannot_listen("serve the agent card on", listen, "--http-listen", error) from None
+
+    def advertise(self, *cards: a2a_pb2.AgentCard | None) -> None:
+        """List the HTTP faces served in each card, at this port's address (bound)."""
+        self._faces.advertise(cards, f"{'http' if self._tls is None else 'https'}://{self.target}")
 
     async def serve(self, document: CardDocument) -> None:
         """Accept connections, serving `document` as the agent card."""
@@ -82,6 +91,7 @@ class HttpPort:
         guard = ConnectionGuard(max_connections=settings.http_max_connections, head_seconds=settings.http_head_seconds)
         app = web.Application(middlewares=[guard.middleware])
         app.router.add_get(AGENT_CARD_PATH, agent_card)
+        self._faces.add_routes(app)
         if jwks is not None:
 
             async def signing_keys(request: web.Request) -> web.Response:
@@ -91,7 +101,11 @@ class HttpPort:
         if self._metrics is not None:
             app.router.add_get(METRICS_PATH, await self._metrics_handler(self._metrics.registry))
         runner = web.AppRunner(
-            app, access_log=None, logger=HttpServerLog(server_logger), keepalive_timeout=settings.http_head_seconds
+            app,
+            access_log=None,
+            logger=HttpServerLog(server_logger),
+            keepalive_timeout=settings.http_head_seconds,
+            handler_cancellation=True,  # a client gone ends its call, as on gRPC (and a stream gives back its slot)
         )
         await runner.setup()
         guard.protocols = runner.server

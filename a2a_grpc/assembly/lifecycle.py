@@ -10,6 +10,7 @@ from contextlib import AsyncExitStack
 from a2a_grpc.assembly.build import Assembly
 from a2a_grpc.assembly.cards import advertise_bound_port, grpc_url, published_keys, sign_cards
 from a2a_grpc.card.http import CardDocument
+from a2a_grpc.faces import advertise as advertise_faces
 from a2a_grpc.push.service import JWKS_PATH
 
 log = logging.getLogger("a2a_grpc.server")  # the server's lines, under the one name operators filter on
@@ -36,6 +37,9 @@ async def start(parts: Assembly, undo: AsyncExitStack) -> None:
     http = parts.http_port
     if http is not None:
         await http.bind(undo, published_keys(parts.push, served.card_signer))
+        http.advertise(served.card, served.extended_card)
+    else:
+        advertise_faces((served.card, served.extended_card), (), "")  # no HTTP port: the card lists no HTTP binding
     sign_cards(served.card_signer, jwks_url(parts), served.card, served.extended_card)  # the ports they name are bound
     await parts.readiness.starting()
     await parts.grpc_port.start()

@@ -4,7 +4,7 @@ answer to methods no service has. Built once, when the server is built; register
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -41,6 +41,7 @@ class Services:
     faces: Sequence[tuple[Face, Any, ServerChain]]  # the face, its servicer, its chain
     unknown: UnknownMethods
     health: health.aio.HealthServicer
+    chain_of: Callable[[Face], ServerChain]  # a chain for another face (the HTTP faces'), sharing the faces' parts
 
     def chain(self, face: Face) -> ServerChain:
         return next(chain for served, _, chain in self.faces if served == face)
@@ -95,4 +96,4 @@ def a2a_services(
     spoken = [(face.service.full_name, face.version) for face, _, _ in faces]
     first = faces[0][2]
     unknown = UnknownMethods(spoken, telemetry.access_log, telemetry.metrics, first.admit_caller)
-    return Services(faces, unknown, health_servicer)
+    return Services(faces, unknown, health_servicer, chain)

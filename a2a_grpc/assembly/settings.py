@@ -31,6 +31,8 @@ class ServerSettings:
     negotiate_extensions: bool = defaults.NEGOTIATE_EXTENSIONS
     # A2A 0.3 clients' service (a2a.v1.A2AService) beside 1.0's, and its interface in the card (a2a_grpc.v0_3)
     serve_v03: bool = defaults.SERVE_V03
+    # the A2A bindings served (a2a_grpc.faces): gRPC always, JSON-RPC and HTTP+JSON on the HTTP port with http_listen
+    bindings: str = defaults.BINDINGS
     v03_card: bool = defaults.V03_CARD  # with serve_v03: the 0.3 fields merged into the card served over HTTP
     # Where unary calls echo a2a-extensions besides the trailers: grpc.aio sends unary response headers
     # in a transport operation of their own (its cost: docs/performance.md). Streams always echo in

@@ -19,6 +19,7 @@ SERVE_V03: Final = True
 # Off, as in the reference SDK: a card whose modes do not spell what its clients send would start refusing them
 ENFORCE_INPUT_MODES: Final = False
 V03_CARD: Final = False
+BINDINGS: Final = "grpc,jsonrpc,http+json"  # what the agent is served over (gRPC always; the rest on the HTTP port)
 
 # Limits
 MAX_LIST_PAGE_BYTES: Final = 3 * 1024 * 1024  # every ListTasks page fits gRPC's default 4 MiB receive limit

@@ -37,6 +37,15 @@ SERVING_SETTINGS = (
         doc="agent card over HTTP; empty for none",
     ),
     Setting(
+        "bindings",
+        field="bindings",
+        default_value=defaults.BINDINGS,
+        convert=setting_types.bindings,
+        help="comma list of the A2A bindings served: grpc (always), jsonrpc and http+json (on the HTTP port)",
+        doc="the A2A bindings served and listed in the card: `grpc` (always), `jsonrpc` and `http+json` on the "
+        "`--http-listen` port: see [Bindings](bindings.md)",
+    ),
+    Setting(
         "card",
         field="card_path",
         help="ProtoJSON AgentCard file",
