@@ -27,8 +27,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from a2a_grpc.card.http import CardDocument
+from a2a_grpc.assembly.cards import card_document
+from a2a_grpc.card.from_agent import card_source
 from a2a_grpc.card.model import CardError, load_card
+from a2a_grpc.faces import advertise as advertise_faces
+from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server import load_agent
 from a2a_grpc.settings import FILE_SETTINGS, Kind, Setting
 from a2a_grpc.settings.flags import add_serve_arguments, server_settings
@@ -319,8 +322,13 @@ def served_card(args: argparse.Namespace) -> str:
     except SettingRefused as error:
         return f"# the agent card: none, serve would stop: {error}\n"
     settings = server.settings
-    source = f"the card file {settings.card_path}" if settings.card_path else "the card built from the agent"
-    document = CardDocument.of(server.card, with_v03=settings.serve_v03 and settings.v03_card).body.decode()
+    source = card_source(settings.card_path, server.agent)
+    card = a2a_pb2.AgentCard()
+    card.CopyFrom(server.card)  # the server's own card is advertised when its HTTP port is bound
+    scheme = "http" if server.tls is None else "https"
+    bindings = settings.bindings.split(",") if settings.http_listen else ()
+    advertise_faces((card,), bindings, f"{scheme}://{settings.http_listen}")
+    document = card_document(settings, card).body.decode()
     lines = [f"# the agent card served on {settings.http_listen or '(no HTTP port)'}: {source}", *document.splitlines()]
     return "\n".join(lines).replace("\n", "\n# ") + "\n"
 

@@ -20,8 +20,9 @@ from a2a_grpc.assembly.agent import load_agent
 from a2a_grpc.assembly.build import assemble
 from a2a_grpc.assembly.readiness import LIVENESS_SERVICE, NOT_SERVING, READINESS_SERVICES, SERVING
 from a2a_grpc.assembly.settings import ServerSettings
+from a2a_grpc.auth import AuthSettings
 from a2a_grpc.protocol import AGENT_CARD_PATH
-from a2a_grpc.settings import defaults
+from a2a_grpc.push.service import PushSettings
 from a2a_grpc.store import TaskStore
 
 __all__ = [
@@ -30,15 +31,16 @@ __all__ = [
     "READINESS_SERVICES",
     "SERVING",
     "A2AServer",
+    "AuthSettings",
+    "PushSettings",
     "ServerSettings",
+    "TaskStore",
     "load_agent",
     "run",
     "serve_until_signalled",
 ]
 
 log = logging.getLogger(__name__)
-
-DEFAULT_STORE_URL = defaults.STORE_URL
 
 
 class A2AServer:
@@ -145,8 +147,9 @@ class A2AServer:
 
     @property
     def http_target(self) -> str:
+        """HOST:PORT of the HTTP port bound; "" without an HTTP port."""
         http = self._parts.http_port
-        return http.target if http is not None else f"{self.settings.http_listen}:0"
+        return http.target if http is not None else ""
 
 
 async def serve_until_signalled(
@@ -159,10 +162,14 @@ async def serve_until_signalled(
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     loop.add_signal_handler(signal.SIGHUP, server.reload_certificates)
-    async with server:
-        if started is not None:
-            started()
-        await stop.wait()
+    try:
+        async with server:
+            if started is not None:
+                started()
+            await stop.wait()
+    finally:  # the signals are the application's again
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            loop.remove_signal_handler(sig)
 
 
 def run(

@@ -129,13 +129,25 @@ def shown_card(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[str, dic
 
 
 def test_config_show_ends_with_the_card_serve_would_serve(capsys: pytest.CaptureFixture[str]) -> None:
-    heading, card = shown_card(capsys, "--agent", "tests.card_agents:TicketAgent", "--listen", "127.0.0.1:7001")
+    argv = ("--agent", "tests.card_agents:TicketAgent", "--listen", "127.0.0.1:7001", "--http-listen", "127.0.0.1:7002")
+    heading, card = shown_card(capsys, *argv)
     assert "built from the agent" in heading
     assert card["name"] == "Ticket triage" and V03_FIELDS.isdisjoint(card)
-    assert card["supportedInterfaces"][0]["url"] == "127.0.0.1:7001"
+    listed = [(interface["protocolBinding"], interface["url"]) for interface in card["supportedInterfaces"]]
+    assert listed == [
+        ("GRPC", "127.0.0.1:7001"),
+        ("GRPC", "127.0.0.1:7001"),
+        ("JSONRPC", "http://127.0.0.1:7002/"),
+        ("HTTP+JSON", "http://127.0.0.1:7002"),
+    ], "the interfaces serve would list"
     assert card_schema_errors(card) == []
     _, merged = shown_card(capsys, "--agent", "tests.card_agents:TicketAgent", "--v03-card")
     assert merged.keys() >= V03_FIELDS
+
+
+def test_config_show_names_the_demo_card_of_a_demo_agent(capsys: pytest.CaptureFixture[str]) -> None:
+    heading, card = shown_card(capsys)
+    assert "the demo card" in heading and card["name"] == "a2a-grpc demo agent"
 
 
 def test_config_show_names_what_stops_serve_instead_of_a_card(capsys: pytest.CaptureFixture[str]) -> None:

@@ -5,13 +5,14 @@ reaches the caller."""
 from __future__ import annotations
 
 import asyncio
+import signal
 import socket
 
 import pytest
 
 from a2a_grpc.client import A2AClient
 from a2a_grpc.generated import a2a_pb2
-from a2a_grpc.server import A2AServer, ServerSettings
+from a2a_grpc.server import A2AServer, ServerSettings, serve_until_signalled
 
 
 def refused(port: int) -> bool:
@@ -51,3 +52,11 @@ async def test_async_with_a_start_failing_half_way_releases_the_grpc_port_and_ra
     assert server.port != 0, "the gRPC port was bound before the HTTP port failed"
     assert refused(server.port)
     assert [task.get_name() for task in asyncio.all_tasks() - tasks_before] == []
+
+
+async def test_serve_until_signalled_gives_the_signals_back_when_it_returns() -> None:
+    settings = ServerSettings(listen="127.0.0.1:0", http_listen="", store_url="memory")
+    stop = asyncio.Event()
+    await serve_until_signalled(A2AServer(settings), stop, started=stop.set)
+    loop = asyncio.get_running_loop()
+    assert [loop.remove_signal_handler(sig) for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)] == [False] * 3

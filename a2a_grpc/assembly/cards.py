@@ -9,6 +9,7 @@ from a2a_grpc.agent import AgentExecutor
 from a2a_grpc.assembly.settings import ServerSettings
 from a2a_grpc.auth.card_security import API_KEY, kind_of
 from a2a_grpc.card.from_agent import serving_card
+from a2a_grpc.card.http import CardDocument
 from a2a_grpc.card.model import GRPC_BINDING, CardError, complete_card, register_card_extensions
 from a2a_grpc.card.signing import CardSigner
 from a2a_grpc.extensions import ExtensionRegistry
@@ -37,6 +38,12 @@ def serving_cards(
         if settings.serve_v03:
             add_v03_interfaces(card)
     return cards[0], cards[1] if len(cards) > 1 else None
+
+
+def card_document(settings: ServerSettings, card: a2a_pb2.AgentCard) -> CardDocument:
+    """The document the HTTP port serves for `card`: with the 0.3 fields only when the 0.3 face is served and
+    `settings.v03_card` asks for them."""
+    return CardDocument.of(card, with_v03=settings.v03_card and serves_v03(settings, card))
 
 
 def serves_v03(settings: ServerSettings, card: a2a_pb2.AgentCard) -> bool:

@@ -97,7 +97,9 @@ class GrpcPort:
         except (RuntimeError, OSError):  # grpcio raises RuntimeError when nothing could be bound
             self.port = 0
         if self.port == 0:
-            raise OSError(f"cannot listen on {settings.listen}: address in use or not valid")
+            raise OSError(
+                f"cannot listen on {settings.listen}: address in use or not valid (choose another with --listen HOST:PORT)"
+            )
 
     @property
     def target(self) -> str:

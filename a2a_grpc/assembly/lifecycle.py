@@ -8,8 +8,7 @@ import logging
 from contextlib import AsyncExitStack
 
 from a2a_grpc.assembly.build import Assembly
-from a2a_grpc.assembly.cards import advertise_bound_port, grpc_url, published_keys, sign_cards
-from a2a_grpc.card.http import CardDocument
+from a2a_grpc.assembly.cards import advertise_bound_port, card_document, grpc_url, published_keys, sign_cards
 from a2a_grpc.faces import advertise as advertise_faces
 from a2a_grpc.push.service import JWKS_PATH
 
@@ -44,7 +43,7 @@ async def start(parts: Assembly, undo: AsyncExitStack) -> None:
     await parts.readiness.starting()
     await parts.grpc_port.start()
     if http is not None:
-        await http.serve(CardDocument.of(served.card, with_v03=served.serves_v03 and parts.settings.v03_card))
+        await http.serve(card_document(parts.settings, served.card))
     undo.push_async_callback(parts.readiness.close)
     await parts.readiness.open()
 

@@ -8,6 +8,9 @@ The agent describes itself in optional attributes (class attributes or propertie
   `examples`, `input_modes`, ... in snake_case or camelCase); by default one skill that is the agent as a whole;
 - `default_input_modes`, `default_output_modes` (media types): `text/plain` by default.
 
+The card says the agent streams and takes push notification configs (both are the server's, not the agent's
+work); a card file (`--card`) says otherwise where that is wanted.
+
 The extensions the agent declares (`extensions`) join every card when the server completes it. The demo agents of
 a2a_grpc.agents keep the demo card.
 """
@@ -36,9 +39,20 @@ def serving_card(path: str | None, agent: object) -> a2a_pb2.AgentCard:
     """The card file at `path`, else the card built from `agent` (the demo card for a2a-grpc's own agents)."""
     if path is not None:
         return load_card(path)
-    if type(agent).__module__.startswith(DEMO_AGENTS_PACKAGE):
+    if _is_demo_agent(agent):
         return load_card(None)
     return card_from_agent(agent)
+
+
+def card_source(path: str | None, agent: object) -> str:
+    """Where `serving_card(path, agent)` comes from, in words."""
+    if path is not None:
+        return f"the card file {path}"
+    return "the demo card" if _is_demo_agent(agent) else "the card built from the agent"
+
+
+def _is_demo_agent(agent: object) -> bool:
+    return type(agent).__module__.startswith(DEMO_AGENTS_PACKAGE)
 
 
 def card_from_agent(agent: object) -> a2a_pb2.AgentCard:
