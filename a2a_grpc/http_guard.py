@@ -124,5 +124,5 @@ class _Guarded(asyncio.Protocol):
 
     def _too_slow(self) -> None:
         self._deadline = None
-        if self._transport is not None:
-            self._transport.close()
+        if self._transport is not None:  # aborted: a close waits for a send buffer the client may never drain
+            self._transport.abort()  # type: ignore[attr-defined]

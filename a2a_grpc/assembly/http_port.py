@@ -43,6 +43,7 @@ class HttpPort:
         self._server: asyncio.Server | None = None
         self._worker_metrics: WorkerMetrics | None = None
         self._document: CardDocument | None = None  # what the port serves, made once the card is signed
+        self.guard: ConnectionGuard | None = None  # its connections, once bound
 
     @property
     def target(self) -> str:
@@ -89,6 +90,7 @@ class HttpPort:
             return self._document.respond(request)
 
         guard = ConnectionGuard(max_connections=settings.http_max_connections, head_seconds=settings.http_head_seconds)
+        self.guard = guard
         app = web.Application(middlewares=[guard.middleware])
         app.router.add_get(AGENT_CARD_PATH, agent_card)
         self._faces.add_routes(app)
