@@ -62,6 +62,7 @@ class JsonRpcFace:
         request_id, method = checked
         call = arrived.fresh()
         parsed = method.request(document.get("params", {}))
+        del document  # its Python objects (~15x the body) are not kept for a stream or a blocking call
         try:
             if method.streaming:
                 first, events = await method.stream(parsed, call)

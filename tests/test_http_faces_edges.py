@@ -1,0 +1,70 @@
+"""The HTTP faces at their edges: what they keep while a stream is open, the settings a library user passes,
+the spec's query form of the service parameters, refusals before the chain, and a graceful stop."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import json
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from agents import PacedAgent
+from conftest import BASE_CARD, StartServer
+
+from a2a_grpc.server import A2AServer, ServerSettings
+
+TEST_SECONDS = 20
+V1 = {"A2A-Version": "1.0"}
+PADDING = 54_321  # a length no other list in the process has
+
+
+def message(text: str = "hi") -> dict[str, Any]:
+    return {"message": {"messageId": text, "role": "ROLE_USER", "parts": [{"text": text}]}}
+
+
+async def test_a_jsonrpc_stream_does_not_keep_the_parsed_request_body(start_server: StartServer) -> None:
+    agent = PacedAgent()
+    server = await start_server(agent=agent)
+    envelope = {"jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage", "params": message()}
+    # a member JSON-RPC ignores, written as text here: as a list it lives only in the server's parsed document
+    body = json.dumps(envelope)[:-1] + ', "padding": [' + ",".join("0" * PADDING) + "]}"
+    async with asyncio.timeout(TEST_SECONDS), aiohttp.ClientSession() as session:
+        headers = {**V1, "Content-Type": "application/json"}
+        async with session.post(f"http://{server.http_target}/", data=body, headers=headers) as reply:
+            assert (await reply.content.readline()).startswith(b"data: ")  # the stream is open
+            gc.collect()
+            kept = [o for o in gc.get_objects() if type(o) is list and len(o) == PADDING]
+            assert not kept, "the parsed body is kept for the whole stream"
+            agent.finish()
+
+
+def settings_with(tmp_path: Path, bindings: str) -> ServerSettings:
+    card = tmp_path / "card.json"
+    card.write_text(json.dumps(BASE_CARD))
+    return ServerSettings(
+        listen="127.0.0.1:0", http_listen="127.0.0.1:0", card_path=str(card), store_url="memory", bindings=bindings
+    )
+
+
+async def test_a_library_users_bindings_are_read_as_the_cli_reads_them(tmp_path: Path) -> None:
+    server = A2AServer(settings_with(tmp_path, "grpc, JSONRPC"))
+    await server.start()
+    try:
+        bindings = {interface.protocol_binding for interface in server.card.supported_interfaces}
+        assert bindings == {"GRPC", "JSONRPC"}
+        envelope = {"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "none"}}
+        async with (
+            aiohttp.ClientSession() as session,
+            session.post(f"http://{server.http_target}/", json=envelope, headers=V1) as reply,
+        ):
+            assert (await reply.json())["error"]["code"] == -32001  # served: TaskNotFound
+    finally:
+        await server.stop(0)
+
+
+def test_a_library_users_unknown_binding_is_one_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"^bindings: expected a comma list of grpc, jsonrpc, http\+json, got 'soap'$"):
+        A2AServer(settings_with(tmp_path, "grpc,soap"))
