@@ -68,3 +68,21 @@ async def test_a_library_users_bindings_are_read_as_the_cli_reads_them(tmp_path:
 def test_a_library_users_unknown_binding_is_one_clear_error(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"^bindings: expected a comma list of grpc, jsonrpc, http\+json, got 'soap'$"):
         A2AServer(settings_with(tmp_path, "grpc,soap"))
+
+
+async def test_the_version_may_come_as_the_spec_s_query_parameter(start_server: StartServer) -> None:
+    """Spec §3.6.1: `GET /tasks/task-123?A2A-Version=1.0`; the parameter is the version, not a request field."""
+    server = await start_server()
+    base = f"http://{server.http_target}"
+    envelope = {"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "none"}}
+    async with asyncio.timeout(TEST_SECONDS), aiohttp.ClientSession() as session:
+        async with session.get(f"{base}/tasks?A2A-Version=1.0") as listed:
+            assert listed.status == 200, await listed.text()
+            assert "error" not in await listed.json()
+        async with session.get(f"{base}/tasks/none?A2A-Version=1.0") as got:
+            assert (got.status, (await got.json())["error"]["status"]) == (404, "NOT_FOUND")
+        async with session.post(f"{base}/?A2A-Version=1.0", json=envelope) as rpc:
+            assert (await rpc.json())["error"]["code"] == -32001  # TaskNotFound, not VersionNotSupported
+        async with session.get(f"{base}/tasks?A2A-Version=2.0") as refused:
+            body = await refused.json()
+            assert body["error"]["details"][0]["reason"] == "VERSION_NOT_SUPPORTED", body

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import grpc
+from aiohttp import web
 from google.protobuf import json_format, message_factory
 from google.protobuf.descriptor import ServiceDescriptor
 from google.protobuf.message import Message
@@ -26,6 +27,8 @@ from a2a_grpc.faces.call import HttpAbort, HttpCall
 from a2a_grpc.faces.errors import Refusal
 
 UNPARSABLE = b"\xff"  # no message parses from these bytes (a truncated varint)
+VERSION_PARAMETER = "A2A-Version"  # spec §3.6.1: a client may send the version as a request parameter instead
+_VERSION_KEY = "a2a-version"
 _BAD_REQUEST_TYPE = "type.googleapis.com/" + error_details_pb2.BadRequest.DESCRIPTOR.full_name
 
 
@@ -82,6 +85,16 @@ class FaceMethod:
         return self.response_class.FromString(encoded) if type(encoded) is bytes else encoded
 
 
+def arrived_call(request: web.Request) -> HttpCall:
+    """What the chain reads of the caller, read as the request arrives: its headers, and the version from the
+    `A2A-Version` query parameter when no header carries it."""
+    call = HttpCall.of(request)
+    version = request.query.get(VERSION_PARAMETER)
+    if version is None or _VERSION_KEY in request.headers:
+        return call
+    return HttpCall((*call.invocation_metadata(), (_VERSION_KEY, version)), call.peer(), call.auth_context())
+
+
 def face_methods(service: ServiceDescriptor, handlers: Mapping[str, grpc.RpcMethodHandler]) -> dict[str, FaceMethod]:
     return {
         method.name: FaceMethod(
@@ -120,6 +133,8 @@ def query_document(request_class: type[Message], query: Mapping[str, list[str]])
     by_name = {**{field.name: field for field in fields}, **{field.json_name: field for field in fields}}
     document: dict[str, Any] = {}
     for name, values in query.items():
+        if name == VERSION_PARAMETER:  # a service parameter (arrived_call), not a field
+            continue
         field = by_name.get(name)
         if field is None:
             return InvalidRequestError(f"{name!r} is not a parameter of this method", violations=[(name, "unknown")])

@@ -28,7 +28,7 @@ from a2a_grpc.faces.errors import (
     PARSE_ERROR,
     Refusal,
 )
-from a2a_grpc.faces.invoke import FaceMethod, Refused
+from a2a_grpc.faces.invoke import FaceMethod, Refused, arrived_call
 from a2a_grpc.faces.sse import data_event, send_events
 
 MAX_BATCH = 20
@@ -45,7 +45,7 @@ class JsonRpcFace:
         self._io_seconds = io_seconds
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
-        arrived = HttpCall.of(request)  # what the chain reads of the caller, read as the request arrives
+        arrived = arrived_call(request)  # what the chain reads of the caller, read as the request arrives
         try:
             document = await read_json(request, self._max_body_bytes, self._io_seconds)
         except BodyRefused as refused:
