@@ -6,14 +6,18 @@ from __future__ import annotations
 import asyncio
 import gc
 import json
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import aiohttp
+import grpc
 import pytest
 from agents import PacedAgent
-from conftest import BASE_CARD, StartServer
+from conftest import BASE_CARD, StartServer, user_message
+from http_faces import BINDINGS, Callers
 
+from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server import A2AServer, ServerSettings
 
 TEST_SECONDS = 20
@@ -86,3 +90,43 @@ async def test_the_version_may_come_as_the_spec_s_query_parameter(start_server: 
         async with session.get(f"{base}/tasks?A2A-Version=2.0") as refused:
             body = await refused.json()
             assert body["error"]["details"][0]["reason"] == "VERSION_NOT_SUPPORTED", body
+
+
+class BreaksStreams(grpc.aio.ServerInterceptor):  # type: ignore[misc]
+    """A user's interceptor that ends every stream with PERMISSION_DENIED after its first event."""
+
+    async def intercept_service(self, continuation: Any, details: Any) -> Any:
+        handler = await continuation(details)
+        if handler.unary_stream is None:
+            return handler
+        opened = handler.unary_stream
+
+        async def broken(request: Any, context: Any) -> AsyncIterator[Any]:
+            async for event in opened(request, context):
+                yield event
+                await context.abort(grpc.StatusCode.PERMISSION_DENIED, "broken after the first event")
+
+        return grpc.unary_stream_rpc_method_handler(broken, handler.request_deserializer, handler.response_serializer)
+
+
+async def test_a_stream_that_ends_in_an_error_is_an_error_on_the_three_bindings(tmp_path: Path) -> None:
+    """The test helper reads HTTP+JSON's closing `event: error` as the refusal it is, not as an accepted call."""
+    server = A2AServer(settings_with(tmp_path, "grpc,jsonrpc,http+json"), interceptors=[BreaksStreams()])
+    await server.start()
+    try:
+        request = a2a_pb2.SendMessageRequest(message=user_message("go"))
+        async with (
+            asyncio.timeout(TEST_SECONDS),
+            aiohttp.ClientSession() as session,
+            grpc.aio.insecure_channel(server.grpc_target) as channel,
+        ):
+            callers = Callers(server, session, channel)
+            outcomes = {
+                b: await callers.call(b, "SendStreamingMessage", request, (("a2a-version", "1.0"),)) for b in BINDINGS
+            }
+    finally:
+        await server.stop(0)
+    assert {binding: outcome.reason for binding, outcome in outcomes.items()} == dict.fromkeys(
+        BINDINGS, "PERMISSION_DENIED"
+    )
+    assert outcomes["http+json"].status == "PERMISSION_DENIED"
