@@ -130,3 +130,67 @@ async def test_a_stream_that_ends_in_an_error_is_an_error_on_the_three_bindings(
         BINDINGS, "PERMISSION_DENIED"
     )
     assert outcomes["http+json"].status == "PERMISSION_DENIED"
+
+
+BEARER_CARD: dict[str, Any] = {
+    **BASE_CARD,
+    "securitySchemes": {"bearer": {"httpAuthSecurityScheme": {"scheme": "Bearer"}}},
+    "securityRequirements": [{"schemes": {"bearer": {}}}],
+}
+MALFORMED: list[Any] = [
+    {"jsonrpc": "2.0", "id": 7, "method": "NoSuchMethod"},
+    {"jsonrpc": "1.0", "id": 7, "method": "GetTask"},
+    {"jsonrpc": "2.0", "id": 7, "method": "GetTask", "params": 5},
+    "not a request",
+    [],
+    [{"jsonrpc": "2.0", "id": 7, "method": "NoSuchMethod"}],
+]
+
+
+def error_of(document: Any) -> dict[str, Any]:
+    answer = document[0] if isinstance(document, list) else document
+    return dict(answer["error"])
+
+
+def reason_of(error: dict[str, Any]) -> str:
+    return next((str(d["reason"]) for d in error.get("data", []) if d["@type"].endswith("ErrorInfo")), "")
+
+
+@pytest.mark.parametrize("envelope", MALFORMED, ids=[json.dumps(e)[:40] for e in MALFORMED])
+async def test_a_malformed_jsonrpc_request_is_answered_only_once_its_caller_is_admitted(
+    start_server: StartServer, envelope: Any
+) -> None:
+    """As gRPC admits a call to a method it does not serve: without a credential the answer is UNAUTHENTICATED, and
+    a caller's malformed requests spend its request budget."""
+    server = await start_server(card=BEARER_CARD, bearer_tokens={"t": "alice"}, max_requests_per_second=0.01)
+    url = f"http://{server.http_target}/"
+    alice = {**V1, "Authorization": "Bearer t"}
+    async with asyncio.timeout(TEST_SECONDS), aiohttp.ClientSession() as session:
+        async with session.post(url, json=envelope, headers=V1) as anonymous:
+            error = error_of(await anonymous.json())
+            status = 200 if isinstance(envelope, list) and envelope else 401  # a batch's answers are one array
+            assert (anonymous.status, reason_of(error)) == (status, "UNAUTHENTICATED"), error
+        async with session.post(url, json=envelope, headers=alice) as admitted:  # alice's one request
+            assert error_of(await admitted.json())["code"] in (-32600, -32601, -32602)
+        async with session.post(url, json=envelope, headers=alice) as throttled:
+            error = error_of(await throttled.json())
+            assert (error["code"], reason_of(error)) == (-32000, "RATE_LIMITED"), error
+
+
+async def test_an_unknown_http_json_route_gets_the_bindings_json_error(start_server: StartServer) -> None:
+    server = await start_server()
+    base = f"http://{server.http_target}"
+    async with asyncio.timeout(TEST_SECONDS), aiohttp.ClientSession() as session:
+        for verb, path, status in (("GET", "/no/such/route", 404), ("PUT", "/message:send", 405), ("GET", "/", 405)):
+            async with session.request(verb, base + path, headers=V1) as reply:
+                body = await reply.json(content_type=None)
+                assert (reply.status, reply.content_type) == (status, "application/a2a+json"), body
+                error = body["error"]
+                assert error["code"] == status
+                assert [d["reason"] for d in error["details"] if d["@type"].endswith("ErrorInfo")] == [
+                    "METHOD_NOT_FOUND"
+                ]
+        async with session.post(base + "/.well-known/agent-card.json") as card_route:
+            assert (card_route.status, card_route.content_type) == (405, "text/plain"), "the card route is aiohttp's"
+        async with session.get(base + "/.well-known/agent-card.json") as card:
+            assert card.status == 200
