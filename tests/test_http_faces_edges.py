@@ -194,3 +194,50 @@ async def test_an_unknown_http_json_route_gets_the_bindings_json_error(start_ser
             assert (card_route.status, card_route.content_type) == (405, "text/plain"), "the card route is aiohttp's"
         async with session.get(base + "/.well-known/agent-card.json") as card:
             assert card.status == 200
+
+
+async def test_a_stopping_server_refuses_new_calls_on_every_binding_and_creates_no_task(tmp_path: Path) -> None:
+    """While a graceful stop drains a call in flight, a new HTTP call is refused UNAVAILABLE before the chain (503;
+    JSON-RPC -32000), as gRPC refuses a new call; the card is still served; no task is created."""
+    agent = PacedAgent()
+    card = tmp_path / "card.json"
+    card.write_text(json.dumps(BASE_CARD))
+    settings = ServerSettings(listen="127.0.0.1:0", http_listen="127.0.0.1:0", card_path=str(card), store_url="memory")
+    server = A2AServer(settings, agent=agent)
+    await server.start()
+    base = f"http://{server.http_target}"
+    request = a2a_pb2.SendMessageRequest(message=user_message("go"))
+    v1 = (("a2a-version", "1.0"),)
+    async with (
+        asyncio.timeout(TEST_SECONDS),
+        aiohttp.ClientSession() as session,
+        grpc.aio.insecure_channel(server.grpc_target) as channel,
+    ):
+        callers = Callers(server, session, channel)
+        in_flight = asyncio.ensure_future(callers.grpc("SendMessage", request, v1))  # blocks until the task ends
+        await agent.started.wait()
+        stopping = asyncio.ensure_future(server.stop(TEST_SECONDS))
+        await until(lambda: not server.ready)
+        try:
+            rest = await callers.rest("SendMessage", request, v1)
+            rpc = await callers.jsonrpc("SendMessage", request, v1)
+            async with session.get(base + "/.well-known/agent-card.json") as served_card:
+                assert served_card.status == 200, "the card is served until the port closes"
+            while True:  # gRPC refuses new calls once grpc core's stop has begun
+                grpc_outcome = await callers.grpc("GetTask", a2a_pb2.GetTaskRequest(id="none"), v1)
+                if grpc_outcome.status != "NOT_FOUND":
+                    break
+                await asyncio.sleep(0.005)
+            assert sum(server.manager.task_counts().values()) == 1, "only the task in flight"
+        finally:
+            agent.finish()
+            await stopping
+    assert (rest.status, rest.http_status) == ("UNAVAILABLE", 503)
+    assert rpc.jsonrpc_code == -32000 and rpc.http_status == 200
+    assert grpc_outcome.status == "UNAVAILABLE"
+    assert not (await in_flight).reason, "the call in flight ends as it would have"
+
+
+async def until(condition: Any) -> None:
+    while not condition():  # noqa: ASYNC110 (a state of the server, which sets no event)
+        await asyncio.sleep(0.005)

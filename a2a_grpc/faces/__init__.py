@@ -13,17 +13,18 @@ Why in process and not a loopback gRPC channel: see docs/bindings.md.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from aiohttp import web
+from aiohttp.typedefs import Middleware
 from aiohttp.web_urldispatcher import AbstractResource, MatchInfoError
 
 from a2a_grpc.errors import MethodNotFoundError
 from a2a_grpc.faces.errors import Refusal
 from a2a_grpc.faces.guard import Handler, guarded
 from a2a_grpc.faces.http_json import HttpJsonFace, refusal_response
-from a2a_grpc.faces.invoke import FaceMethod, face_methods
+from a2a_grpc.faces.invoke import Draining, FaceMethod, face_methods
 from a2a_grpc.faces.jsonrpc import JsonRpcFace
 from a2a_grpc.faces.routes import service_routes
 from a2a_grpc.generated import a2a_pb2
@@ -35,7 +36,6 @@ GRPC, JSONRPC, HTTP_JSON = BINDING_NAMES  # as --bindings names them
 PROTOCOL_BINDING = {GRPC: "GRPC", JSONRPC: "JSONRPC", HTTP_JSON: "HTTP+JSON"}  # as the card names them
 JSONRPC_PATH = "/"
 MAX_PATH_CHARS = 200  # of an unknown path, in its refusal
-Middleware = Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]
 
 __all__ = ["JSONRPC_PATH", "HttpFaces", "advertise", "served_interfaces"]
 
@@ -58,6 +58,12 @@ class HttpFaces:
         self._servicer = servicer
         self._max_body_bytes = max_body_bytes
         self._io_seconds = io_seconds
+        self._draining = Draining()
+
+    def refuse_calls(self) -> None:
+        """The server is stopping: new calls are refused UNAVAILABLE (503; JSON-RPC -32000) before the chain; the
+        calls in flight go on, and the card is served until the port closes."""
+        self._draining.refusing = True
 
     def add_routes(self, app: web.Application) -> None:
         """The faces' routes; and, when any is served, the HTTP+JSON error body for a path no route has, or a verb a
@@ -78,7 +84,7 @@ class HttpFaces:
     def _methods(self, binding: str) -> tuple[dict[str, FaceMethod], ServerChain]:
         face = dataclasses.replace(V10_FACE, log_name=lambda method: f"{binding}/{method}")
         chain = self._chain_of(face)
-        return face_methods(face.service, chain.method_handlers(self._servicer)), chain
+        return face_methods(face.service, chain.method_handlers(self._servicer), self._draining), chain
 
     def advertise(self, cards: Iterable[a2a_pb2.AgentCard | None], base_url: str) -> None:
         """List the served faces in each card, at `base_url` (the HTTP port's)."""

@@ -22,14 +22,28 @@ from google.protobuf.descriptor import ServiceDescriptor
 from google.protobuf.message import Message
 from google.rpc import error_details_pb2
 
-from a2a_grpc.errors import InvalidRequestError
+from a2a_grpc.errors import InvalidRequestError, UnavailableError
 from a2a_grpc.faces.call import HttpAbort, HttpCall
 from a2a_grpc.faces.errors import Refusal
 
+STOPPING = "the server is stopping; send the request again (to another replica)"
 UNPARSABLE = b"\xff"  # no message parses from these bytes (a truncated varint)
 VERSION_PARAMETER = "A2A-Version"  # spec §3.6.1: a client may send the version as a request parameter instead
 _VERSION_KEY = "a2a-version"
 _BAD_REQUEST_TYPE = "type.googleapis.com/" + error_details_pb2.BadRequest.DESCRIPTOR.full_name
+
+
+class Draining:
+    """Whether the server is stopping: then the faces refuse new calls before they reach the chain, as grpc core
+    refuses a new call on a port that is stopping."""
+
+    __slots__ = ("refusing",)
+
+    def __init__(self) -> None:
+        self.refusing = False
+
+    def refusal(self) -> Refused:
+        return Refused(Refusal.of_error(UnavailableError(STOPPING)))
 
 
 class Refused(Exception):
@@ -49,6 +63,7 @@ class FaceMethod:
     response_class: type[Message]
     streaming: bool
     handler: grpc.RpcMethodHandler
+    draining: Draining
 
     def request(self, document: Any) -> Message | InvalidRequestError:
         """The request message `document` (ProtoJSON data) describes, or why it does not describe one."""
@@ -61,6 +76,8 @@ class FaceMethod:
 
     async def unary(self, request: Message | InvalidRequestError, call: HttpCall) -> Message:
         """The response, or Refused."""
+        if self.draining.refusing:
+            raise self.draining.refusal()
         try:
             response = await self.handler.unary_unary(_encoded(request), call)
         except HttpAbort as abort:
@@ -72,6 +89,8 @@ class FaceMethod:
     ) -> tuple[Any, AsyncGenerator[Any, None]]:
         """The first event (None for a stream that ended without one) and the stream of the rest, or Refused
         when the chain refused the call before its first event."""
+        if self.draining.refusing:
+            raise self.draining.refusal()
         events = self.handler.unary_stream(_encoded(request), call)
         try:
             first = await anext(events)
@@ -95,7 +114,9 @@ def arrived_call(request: web.Request) -> HttpCall:
     return HttpCall((*call.invocation_metadata(), (_VERSION_KEY, version)), call.peer(), call.auth_context())
 
 
-def face_methods(service: ServiceDescriptor, handlers: Mapping[str, grpc.RpcMethodHandler]) -> dict[str, FaceMethod]:
+def face_methods(
+    service: ServiceDescriptor, handlers: Mapping[str, grpc.RpcMethodHandler], draining: Draining
+) -> dict[str, FaceMethod]:
     return {
         method.name: FaceMethod(
             method.name,
@@ -103,6 +124,7 @@ def face_methods(service: ServiceDescriptor, handlers: Mapping[str, grpc.RpcMeth
             message_factory.GetMessageClass(method.output_type),
             method.server_streaming,
             handlers[method.name],
+            draining,
         )
         for method in service.methods
     }
