@@ -35,6 +35,8 @@ class ConnectionGuard:
         self.max_connections = max_connections
         self.head_seconds = head_seconds
         self.open = 0
+        self.requests = 0  # being served
+        self._idle: asyncio.Event | None = None  # set when the last request being served ends, while one waits
         self._by_transport: dict[asyncio.BaseTransport, _Guarded] = {}
         self._refusals_logged_at = -REFUSAL_LOG_SECONDS
 
@@ -46,11 +48,21 @@ class ConnectionGuard:
         guarded = self._by_transport.get(request.transport) if request.transport is not None else None
         if guarded is not None:
             guarded.serving()
+        self.requests += 1
         try:
             return await handler(request)
         finally:
+            self.requests -= 1
             if guarded is not None:
                 guarded.waiting()
+            if self._idle is not None and not self.requests:
+                self._idle.set()
+
+    async def until_idle(self) -> None:
+        """Return once no request is being served (a graceful stop's wait for the calls in flight)."""
+        while self.requests:
+            self._idle = asyncio.Event()
+            await self._idle.wait()
 
     def _admit(self, guarded: _Guarded, transport: asyncio.BaseTransport) -> bool:
         if self.open >= self.max_connections:
@@ -124,5 +136,5 @@ class _Guarded(asyncio.Protocol):
 
     def _too_slow(self) -> None:
         self._deadline = None
-        if self._transport is not None:
-            self._transport.close()
+        if self._transport is not None:  # aborted: a close waits for a send buffer the client may never drain
+            self._transport.abort()  # type: ignore[attr-defined]

@@ -101,7 +101,12 @@ class Callers:
             text = await reply.text()
             sent = {key.lower(): value for key, value in reply.headers.items()}
             if reply.content_type == "text/event-stream":
-                return Outcome("", answer=sse_documents(text), headers=sent)
+                events = sse_events(text)
+                if events and events[-1][0] == "error":  # the stream began, then ended with this error
+                    error = events[-1][1]["error"]
+                    answer = [document for _, document in events[:-1]]
+                    return Outcome(_reason(error["details"]), error["status"], answer, sent, http_status=error["code"])
+                return Outcome("", answer=[document for _, document in events], headers=sent)
             document = json.loads(text)
             if reply.status != 200:
                 error = document["error"]
@@ -123,6 +128,18 @@ class Callers:
             return Outcome(reason, "", headers=sent, jsonrpc_code=error["code"], http_status=reply.status)
         results = [answer["result"] for answer in answers]
         return Outcome("", answer=results if method in STREAMS else results[0], headers=sent)
+
+
+def sse_events(text: str) -> list[tuple[str, Any]]:
+    """Each SSE event of a body: its `event:` name ("message" when it has none) and the JSON of its `data:`."""
+    events: list[tuple[str, Any]] = []
+    for block in text.split("\n\n"):
+        lines = block.splitlines()
+        name = next((line[len("event:") :].strip() for line in lines if line.startswith("event:")), "message")
+        data = [line[len("data:") :] for line in lines if line.startswith("data:")]
+        if data:
+            events.append((name, json.loads("\n".join(data))))
+    return events
 
 
 def sse_documents(text: str) -> list[Any]:

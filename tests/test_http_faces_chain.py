@@ -285,10 +285,13 @@ class FloodAgent:
         await events.canceled("stopped")
 
 
-async def test_an_sse_client_that_stops_reading_is_cut_off_and_gives_back_its_stream_slot(
+async def test_an_sse_client_that_stops_reading_is_cut_off_and_gives_back_its_stream_slot_and_connection(
     start_server: StartServer,
 ) -> None:
+    """The connection is aborted, not closed: asyncio keeps a socket whose send buffer is full open for ever."""
     server = await start_server(agent=FloodAgent(), http_head_seconds=0.5)
+    guard = server._parts.http_port.guard if server._parts.http_port is not None else None
+    assert guard is not None
     request = json.dumps({"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "go"}]}}).encode()
     head = (
         f"POST /message:stream HTTP/1.1\r\nHost: {server.http_target}\r\nA2A-Version: 1.0\r\n"
@@ -303,7 +306,9 @@ async def test_an_sse_client_that_stops_reading_is_cut_off_and_gives_back_its_st
     try:
         await loop.sock_sendall(sock, head + request)
         await until(lambda: server.limits.open_streams == 1)
+        assert guard.open == 1
         await until(lambda: server.limits.open_streams == 0)  # cut off, never having read a byte
+        await until(lambda: guard.open == 0)  # and its connection with it
     finally:
         sock.close()
 

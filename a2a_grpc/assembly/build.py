@@ -4,6 +4,7 @@ a2a_grpc.assembly.lifecycle starts and stops what it built."""
 
 from __future__ import annotations
 
+from argparse import ArgumentTypeError
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -23,6 +24,7 @@ from a2a_grpc.ids import new_id
 from a2a_grpc.interceptors.server import Limits
 from a2a_grpc.push.service import PushService
 from a2a_grpc.servicer import A2AServicer
+from a2a_grpc.setting_types import bindings
 from a2a_grpc.store import TaskStore, open_store
 from a2a_grpc.tasks import TaskLimits, TaskManager
 from a2a_grpc.telemetry import AccessLog, Metrics, load_tracing
@@ -61,6 +63,7 @@ def assemble(
     _, _, http_port = settings.http_listen.rpartition(":")
     if settings.http_listen and not http_port.isdigit():
         raise ValueError(f"the HTTP listen address takes HOST:PORT, got {settings.http_listen!r}")
+    served_bindings = _bindings(settings)
     # TracingUnavailable (an ImportError) without the otel extra
     tracing: Tracing | None = load_tracing(tracer_provider) if settings.tracing else None
     served = served_by(settings, agent, interceptors)
@@ -103,7 +106,7 @@ def assemble(
     send_bytes = task_limits.max_send_bytes(settings.max_list_page_bytes)
     grpc_port = GrpcPort(settings, services, served.tls, send_bytes)
     http = (
-        HttpPort(settings, served.tls, metrics, _http_faces(settings, services, servicer))
+        HttpPort(settings, served.tls, metrics, _http_faces(settings, served_bindings, services, servicer))
         if settings.http_listen
         else None
     )
@@ -112,10 +115,20 @@ def assemble(
     )
 
 
-def _http_faces(settings: ServerSettings, services: Services, servicer: A2AServicer) -> HttpFaces:
+def _bindings(settings: ServerSettings) -> list[str]:
+    """The bindings `settings.bindings` names, read as `serve --bindings` reads them; ValueError in one line."""
+    try:
+        return bindings(settings.bindings).split(",")
+    except ArgumentTypeError as error:
+        raise ValueError(f"bindings: {error}") from None
+
+
+def _http_faces(
+    settings: ServerSettings, served_bindings: list[str], services: Services, servicer: A2AServicer
+) -> HttpFaces:
     """The JSON-RPC and HTTP+JSON faces `settings.bindings` names, over chains like the gRPC faces'."""
     return HttpFaces(
-        settings.bindings.split(","),
+        served_bindings,
         services.chain_of,
         servicer,
         max_body_bytes=settings.max_message_bytes,

@@ -14,6 +14,7 @@ from aiohttp.log import server_logger
 from prometheus_client import CollectorRegistry
 from prometheus_client.aiohttp import make_aiohttp_handler
 
+from a2a_grpc.assembly.grpc_port import SHUTDOWN_SETTLE_SHARE
 from a2a_grpc.assembly.settings import ServerSettings
 from a2a_grpc.card.http import CACHE_CONTROL, CardDocument
 from a2a_grpc.faces import HttpFaces
@@ -28,6 +29,7 @@ from a2a_grpc.telemetry.worker_metrics import WorkerMetrics
 from a2a_grpc.tls import ServerTLS
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]  # of an HTTP route
+MIN_SHUTDOWN_SECONDS = 0.1
 
 
 class HttpPort:
@@ -43,6 +45,7 @@ class HttpPort:
         self._server: asyncio.Server | None = None
         self._worker_metrics: WorkerMetrics | None = None
         self._document: CardDocument | None = None  # what the port serves, made once the card is signed
+        self.guard: ConnectionGuard | None = None  # its connections, once bound
 
     @property
     def target(self) -> str:
@@ -69,6 +72,24 @@ class HttpPort:
         self._document = document
         await self._server.start_serving()
 
+    def refuse_calls(self) -> None:
+        """The drain's first step: the faces refuse new calls (UNAVAILABLE); the card is still served."""
+        self._faces.refuse_calls()
+
+    async def drain(self, grace: float, fail_running: Callable[[], Awaitable[int]]) -> int:
+        """Give the requests in flight `grace` seconds (new calls refused, the card still served); the port stays
+        open. Shortly before the grace ends, `fail_running` fails the tasks still running and ends waiting streams
+        (as GrpcPort.drain). Returns what `fail_running` returned (0 when not called)."""
+        failed = 0
+        if self.guard is not None and self._server is not None:
+            idle = asyncio.ensure_future(self.guard.until_idle())
+            done, _ = await asyncio.wait({idle}, timeout=grace * SHUTDOWN_SETTLE_SHARE)
+            if not done:
+                failed = await fail_running()
+                await asyncio.wait({idle}, timeout=grace * (1 - SHUTDOWN_SETTLE_SHARE))
+            idle.cancel()
+        return failed
+
     async def close(self) -> None:
         """Close the port and what serves it, as far as they were made."""
         if self._server is not None:
@@ -89,6 +110,7 @@ class HttpPort:
             return self._document.respond(request)
 
         guard = ConnectionGuard(max_connections=settings.http_max_connections, head_seconds=settings.http_head_seconds)
+        self.guard = guard
         app = web.Application(middlewares=[guard.middleware])
         app.router.add_get(AGENT_CARD_PATH, agent_card)
         self._faces.add_routes(app)
@@ -105,7 +127,11 @@ class HttpPort:
             access_log=None,
             logger=HttpServerLog(server_logger),
             keepalive_timeout=settings.http_head_seconds,
-            handler_cancellation=True,  # a client gone ends its call, as on gRPC (and a stream gives back its slot)
+            handler_cancellation=True,
+            # what a request still served when the port closes is given (aiohttp reads 0 as no bound at all)
+            shutdown_timeout=max(
+                settings.grace_seconds, MIN_SHUTDOWN_SECONDS
+            ),  # a client gone ends its call, as on gRPC (and a stream gives back its slot)
         )
         await runner.setup()
         guard.protocols = runner.server

@@ -4,7 +4,9 @@ the calls, then unwinds the same way."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 
 from a2a_grpc.assembly.build import Assembly
@@ -49,16 +51,39 @@ async def start(parts: Assembly, undo: AsyncExitStack) -> None:
 
 
 async def drain(parts: Assembly, grace: float) -> int:
-    """Not ready, new calls refused, calls in flight given `grace` seconds, then the tasks still running failed:
-    how many were. What was started is then unwound as a failed start is."""
+    """Not ready, new calls refused on both ports, calls in flight given `grace` seconds (both ports drain at
+    once), the HTTP port closed, then the tasks still running failed: how many were. What was started is then
+    unwound as a failed start is."""
+    http = parts.http_port
+    if http is not None:
+        http.refuse_calls()
     await parts.readiness.close()
     parts.grpc_port.refuse_connections()
     await parts.readiness.health.enter_graceful_shutdown()
-    failed = await parts.grpc_port.drain(grace, parts.manager.close)
+    fail_running = _once(parts.manager.close)
+    drains = [parts.grpc_port.drain(grace, fail_running), *([http.drain(grace, fail_running)] if http else [])]
+    failed = sum(await asyncio.gather(*drains))
+    if http is not None:
+        await http.close()
     access_log = parts.telemetry.access_log
-    if access_log is not None:  # the lines of the last calls, which it writes in batches
+    if access_log is not None:  # the lines of the last calls on both ports, which it writes in batches
         access_log.flush()
     return failed + await parts.manager.close()
+
+
+def _once(fail_running: Callable[[], Awaitable[int]]) -> Callable[[], Awaitable[int]]:
+    """`fail_running` run once whichever port's drain asks first; its count returned to that one only."""
+    running: asyncio.Future[int] | None = None
+
+    async def once() -> int:
+        nonlocal running
+        first = running is None
+        if running is None:
+            running = asyncio.ensure_future(fail_running())
+        failed = await asyncio.shield(running)
+        return failed if first else 0
+
+    return once
 
 
 def jwks_url(parts: Assembly) -> str | None:

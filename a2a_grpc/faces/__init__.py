@@ -17,10 +17,14 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from aiohttp import web
+from aiohttp.typedefs import Middleware
+from aiohttp.web_urldispatcher import AbstractResource, MatchInfoError
 
-from a2a_grpc.faces.guard import guarded
-from a2a_grpc.faces.http_json import HttpJsonFace
-from a2a_grpc.faces.invoke import face_methods
+from a2a_grpc.errors import MethodNotFoundError
+from a2a_grpc.faces.errors import Refusal
+from a2a_grpc.faces.guard import Handler, guarded
+from a2a_grpc.faces.http_json import HttpJsonFace, refusal_response
+from a2a_grpc.faces.invoke import Draining, FaceMethod, face_methods
 from a2a_grpc.faces.jsonrpc import JsonRpcFace
 from a2a_grpc.faces.routes import service_routes
 from a2a_grpc.generated import a2a_pb2
@@ -31,6 +35,7 @@ from a2a_grpc.setting_types import BINDING_NAMES
 GRPC, JSONRPC, HTTP_JSON = BINDING_NAMES  # as --bindings names them
 PROTOCOL_BINDING = {GRPC: "GRPC", JSONRPC: "JSONRPC", HTTP_JSON: "HTTP+JSON"}  # as the card names them
 JSONRPC_PATH = "/"
+MAX_PATH_CHARS = 200  # of an unknown path, in its refusal
 
 __all__ = ["JSONRPC_PATH", "HttpFaces", "advertise", "served_interfaces"]
 
@@ -53,23 +58,61 @@ class HttpFaces:
         self._servicer = servicer
         self._max_body_bytes = max_body_bytes
         self._io_seconds = io_seconds
+        self._draining = Draining()
+
+    def refuse_calls(self) -> None:
+        """The server is stopping: new calls are refused UNAVAILABLE (503; JSON-RPC -32000) before the chain; the
+        calls in flight go on, and the card is served until the port closes."""
+        self._draining.refusing = True
 
     def add_routes(self, app: web.Application) -> None:
+        """The faces' routes; and, when any is served, the HTTP+JSON error body for a path no route has, or a verb a
+        face's path does not take (aiohttp's plain-text 404 and 405 stay for the port's other routes)."""
         max_body_bytes, io_seconds = self._max_body_bytes, self._io_seconds
+        before = set(app.router.resources())
         if JSONRPC in self.bindings:
-            face = JsonRpcFace(self._methods(JSONRPC), max_body_bytes=max_body_bytes, io_seconds=io_seconds)
+            methods, chain = self._methods(JSONRPC)
+            face = JsonRpcFace(methods, chain.admit_caller, max_body_bytes=max_body_bytes, io_seconds=io_seconds)
             app.router.add_post(JSONRPC_PATH, guarded("jsonrpc", face.handle, face.internal_error))
         if HTTP_JSON in self.bindings:
-            rest = HttpJsonFace(self._methods(HTTP_JSON), max_body_bytes=max_body_bytes, io_seconds=io_seconds)
+            methods, _ = self._methods(HTTP_JSON)
+            rest = HttpJsonFace(methods, max_body_bytes=max_body_bytes, io_seconds=io_seconds)
             rest.add_routes(app, service_routes(V10_FACE.service))
+        if self.bindings:
+            app.middlewares.append(_unknown_routes({*app.router.resources()} - before))
 
-    def _methods(self, binding: str) -> Any:
+    def _methods(self, binding: str) -> tuple[dict[str, FaceMethod], ServerChain]:
         face = dataclasses.replace(V10_FACE, log_name=lambda method: f"{binding}/{method}")
-        return face_methods(face.service, self._chain_of(face).method_handlers(self._servicer))
+        chain = self._chain_of(face)
+        return face_methods(face.service, chain.method_handlers(self._servicer), self._draining), chain
 
     def advertise(self, cards: Iterable[a2a_pb2.AgentCard | None], base_url: str) -> None:
         """List the served faces in each card, at `base_url` (the HTTP port's)."""
         advertise(cards, self.bindings, base_url)
+
+
+def _unknown_routes(ours: set[AbstractResource]) -> Middleware:
+    others: set[str] | None = None  # the paths of the port's other routes (the card, the keys, /metrics)
+
+    @web.middleware
+    async def unknown_routes(request: web.Request, handler: Handler) -> web.StreamResponse:
+        nonlocal others
+        match = request.match_info
+        if not isinstance(match, MatchInfoError):
+            return await handler(request)
+        if others is None:  # the app is complete by its first request
+            others = {resource.canonical for resource in request.app.router.resources() if resource not in ours}
+        if request.path in others:
+            return await handler(request)
+        status = match.http_exception.status
+        shown = f"{request.method} {request.path[:MAX_PATH_CHARS]}"
+        verb = "does not take" if status == web.HTTPMethodNotAllowed.status_code else "has no route for"
+        error = MethodNotFoundError(f"this agent {verb} {shown}", metadata={"method": shown})
+        response = refusal_response(Refusal.of_error(error, status))
+        response.headers.update({"Allow": allow} if (allow := match.http_exception.headers.get("Allow")) else {})
+        return response
+
+    return unknown_routes
 
 
 def advertise(cards: Iterable[a2a_pb2.AgentCard | None], bindings: Iterable[str], base_url: str) -> None:

@@ -18,10 +18,9 @@ from google.protobuf.message import Message
 
 from a2a_grpc.errors import InvalidRequestError
 from a2a_grpc.faces.body import BodyRefused, read_json
-from a2a_grpc.faces.call import HttpCall
 from a2a_grpc.faces.errors import Refusal
 from a2a_grpc.faces.guard import guarded
-from a2a_grpc.faces.invoke import FaceMethod, Refused, query_document
+from a2a_grpc.faces.invoke import FaceMethod, Refused, arrived_call, query_document
 from a2a_grpc.faces.routes import Route
 from a2a_grpc.faces.sse import data_event, send_events
 
@@ -47,7 +46,7 @@ class HttpJsonFace:
         fields = route.fields
 
         async def handle(request: web.Request) -> web.StreamResponse:
-            call = HttpCall.of(request)  # what the chain reads of the caller, read as the request arrives
+            call = arrived_call(request)  # what the chain reads of the caller, read as the request arrives
             try:
                 parsed = await self._request(request, route, method)
             except BodyRefused as refused:

@@ -16,17 +16,34 @@ from dataclasses import dataclass
 from typing import Any
 
 import grpc
+from aiohttp import web
 from google.protobuf import json_format, message_factory
 from google.protobuf.descriptor import ServiceDescriptor
 from google.protobuf.message import Message
 from google.rpc import error_details_pb2
 
-from a2a_grpc.errors import InvalidRequestError
+from a2a_grpc.errors import InvalidRequestError, UnavailableError
 from a2a_grpc.faces.call import HttpAbort, HttpCall
 from a2a_grpc.faces.errors import Refusal
 
+STOPPING = "the server is stopping; send the request again (to another replica)"
 UNPARSABLE = b"\xff"  # no message parses from these bytes (a truncated varint)
+VERSION_PARAMETER = "A2A-Version"  # spec §3.6.1: a client may send the version as a request parameter instead
+_VERSION_KEY = "a2a-version"
 _BAD_REQUEST_TYPE = "type.googleapis.com/" + error_details_pb2.BadRequest.DESCRIPTOR.full_name
+
+
+class Draining:
+    """Whether the server is stopping: then the faces refuse new calls before they reach the chain, as grpc core
+    refuses a new call on a port that is stopping."""
+
+    __slots__ = ("refusing",)
+
+    def __init__(self) -> None:
+        self.refusing = False
+
+    def refusal(self) -> Refused:
+        return Refused(Refusal.of_error(UnavailableError(STOPPING)))
 
 
 class Refused(Exception):
@@ -46,6 +63,7 @@ class FaceMethod:
     response_class: type[Message]
     streaming: bool
     handler: grpc.RpcMethodHandler
+    draining: Draining
 
     def request(self, document: Any) -> Message | InvalidRequestError:
         """The request message `document` (ProtoJSON data) describes, or why it does not describe one."""
@@ -58,6 +76,8 @@ class FaceMethod:
 
     async def unary(self, request: Message | InvalidRequestError, call: HttpCall) -> Message:
         """The response, or Refused."""
+        if self.draining.refusing:
+            raise self.draining.refusal()
         try:
             response = await self.handler.unary_unary(_encoded(request), call)
         except HttpAbort as abort:
@@ -69,6 +89,8 @@ class FaceMethod:
     ) -> tuple[Any, AsyncGenerator[Any, None]]:
         """The first event (None for a stream that ended without one) and the stream of the rest, or Refused
         when the chain refused the call before its first event."""
+        if self.draining.refusing:
+            raise self.draining.refusal()
         events = self.handler.unary_stream(_encoded(request), call)
         try:
             first = await anext(events)
@@ -82,7 +104,19 @@ class FaceMethod:
         return self.response_class.FromString(encoded) if type(encoded) is bytes else encoded
 
 
-def face_methods(service: ServiceDescriptor, handlers: Mapping[str, grpc.RpcMethodHandler]) -> dict[str, FaceMethod]:
+def arrived_call(request: web.Request) -> HttpCall:
+    """What the chain reads of the caller, read as the request arrives: its headers, and the version from the
+    `A2A-Version` query parameter when no header carries it."""
+    call = HttpCall.of(request)
+    version = request.query.get(VERSION_PARAMETER)
+    if version is None or _VERSION_KEY in request.headers:
+        return call
+    return HttpCall((*call.invocation_metadata(), (_VERSION_KEY, version)), call.peer(), call.auth_context())
+
+
+def face_methods(
+    service: ServiceDescriptor, handlers: Mapping[str, grpc.RpcMethodHandler], draining: Draining
+) -> dict[str, FaceMethod]:
     return {
         method.name: FaceMethod(
             method.name,
@@ -90,6 +124,7 @@ def face_methods(service: ServiceDescriptor, handlers: Mapping[str, grpc.RpcMeth
             message_factory.GetMessageClass(method.output_type),
             method.server_streaming,
             handlers[method.name],
+            draining,
         )
         for method in service.methods
     }
@@ -120,6 +155,8 @@ def query_document(request_class: type[Message], query: Mapping[str, list[str]])
     by_name = {**{field.name: field for field in fields}, **{field.json_name: field for field in fields}}
     document: dict[str, Any] = {}
     for name, values in query.items():
+        if name == VERSION_PARAMETER:  # a service parameter (arrived_call), not a field
+            continue
         field = by_name.get(name)
         if field is None:
             return InvalidRequestError(f"{name!r} is not a parameter of this method", violations=[(name, "unknown")])

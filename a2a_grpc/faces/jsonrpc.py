@@ -5,7 +5,9 @@ methods answer SSE whose `data:` lines are JSON-RPC responses (§9.4.2). Every c
 (a2a_grpc.faces.invoke), so its refusal is the status of the error table, as a JSON-RPC error object
 (a2a_grpc.faces.errors). Malformed input gets JSON-RPC's own codes: -32700 for a body that is not JSON,
 -32600 for one that is not a request object, -32601 for a method the service does not have, -32602 for
-params that are not the method's request. A batch (JSON-RPC 2.0 §6) of unary calls answers an array, each
+params that are not the method's request; each once the caller is admitted (authentication, its request
+budget), as gRPC admits a call to a method it does not serve, so that an unauthenticated caller learns nothing
+and a flood of malformed requests is throttled. A batch (JSON-RPC 2.0 §6) of unary calls answers an array, each
 call through the chain on its own; a streaming method in a batch is -32600, a batch of more than
 MAX_BATCH calls or none is one -32600 error. A notification (no `id`) is served and answered with nothing.
 """
@@ -18,7 +20,8 @@ from typing import Any
 from aiohttp import web
 from google.protobuf import json_format
 
-from a2a_grpc.errors import InvalidRequestError
+from a2a_grpc.arrival import Arrival
+from a2a_grpc.errors import A2AError, InvalidRequestError
 from a2a_grpc.faces.body import BodyRefused, read_json
 from a2a_grpc.faces.call import HttpCall
 from a2a_grpc.faces.errors import (
@@ -28,8 +31,9 @@ from a2a_grpc.faces.errors import (
     PARSE_ERROR,
     Refusal,
 )
-from a2a_grpc.faces.invoke import FaceMethod, Refused
+from a2a_grpc.faces.invoke import FaceMethod, Refused, arrived_call
 from a2a_grpc.faces.sse import data_event, send_events
+from a2a_grpc.interceptors.server.unknown import AdmitCaller
 
 MAX_BATCH = 20
 CONTENT_TYPE = "application/json"
@@ -39,13 +43,16 @@ _NO_ID = object()  # a notification's id: it is answered with nothing
 class JsonRpcFace:
     """The JSON-RPC endpoint over `methods` (the chain's handlers, by method name)."""
 
-    def __init__(self, methods: Mapping[str, FaceMethod], *, max_body_bytes: int, io_seconds: float) -> None:
+    def __init__(
+        self, methods: Mapping[str, FaceMethod], admit_caller: AdmitCaller, *, max_body_bytes: int, io_seconds: float
+    ) -> None:
         self._methods = methods
+        self._admit_caller = admit_caller
         self._max_body_bytes = max_body_bytes
         self._io_seconds = io_seconds
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
-        arrived = HttpCall.of(request)  # what the chain reads of the caller, read as the request arrives
+        arrived = arrived_call(request)  # what the chain reads of the caller, read as the request arrives
         try:
             document = await read_json(request, self._max_body_bytes, self._io_seconds)
         except BodyRefused as refused:
@@ -55,13 +62,15 @@ class JsonRpcFace:
         if isinstance(document, list):
             return await self._batch(arrived, document)
         if not isinstance(document, dict):
-            return _response(_error(None, INVALID_REQUEST, "the request must be a JSON-RPC 2.0 request object"))
+            message = "the request must be a JSON-RPC 2.0 request object"
+            return await self._malformed(arrived, _error(None, INVALID_REQUEST, message))
         checked = _checked(document, self._methods)
         if isinstance(checked, dict):
-            return _response(checked)
+            return await self._malformed(arrived, checked)
         request_id, method = checked
         call = arrived.fresh()
         parsed = method.request(document.get("params", {}))
+        del document  # its Python objects (~15x the body) are not kept for a stream or a blocking call
         try:
             if method.streaming:
                 first, events = await method.stream(parsed, call)
@@ -90,10 +99,27 @@ class JsonRpcFace:
         """What answers a request that failed unexpectedly (its id unknown by then)."""
         return _response(_refusal(None, refusal))
 
+    async def _malformed(self, call: HttpCall, answer: dict[str, Any]) -> web.Response:
+        """`answer` (the error a malformed request gets) once its caller is admitted; else the caller's refusal."""
+        refusal = await self._admission(call)
+        if refusal is None:
+            return _response(answer)
+        status = JSONRPC_HTTP_STATUS.get(refusal.code, 200)
+        return _response(_refusal(answer["id"], refusal), status=status, extra=refusal.headers)
+
+    async def _admission(self, call: HttpCall) -> Refusal | None:
+        """None when the caller passes what every call passes first (authentication, its request budget: the
+        chain's `admit_caller`, as gRPC's unknown methods do), else the refusal."""
+        try:
+            await self._admit_caller(Arrival.of(call), call)
+        except A2AError as error:
+            return Refusal.of_error(error)
+        return None
+
     async def _batch(self, arrived: HttpCall, entries: list[Any]) -> web.Response:
         if not entries or len(entries) > MAX_BATCH:
             message = f"a batch holds from 1 to {MAX_BATCH} requests"
-            return _response(_error(None, INVALID_REQUEST, message))
+            return await self._malformed(arrived, _error(None, INVALID_REQUEST, message))
         answers: list[dict[str, Any]] = []
         headers: dict[str, str] = {}
         for entry in entries:
@@ -104,14 +130,16 @@ class JsonRpcFace:
 
     async def _batched(self, call: HttpCall, entry: Any, headers: dict[str, str]) -> dict[str, Any] | None:
         if not isinstance(entry, dict):
-            return _error(None, INVALID_REQUEST, "each request of a batch must be a JSON-RPC 2.0 request object")
+            message = "each request of a batch must be a JSON-RPC 2.0 request object"
+            return await self._malformed_entry(call, _error(None, INVALID_REQUEST, message))
         checked = _checked(entry, self._methods)
         if isinstance(checked, dict):
-            return checked
+            return await self._malformed_entry(call, checked)
         request_id, method = checked
         answer_id = None if request_id is _NO_ID else request_id
         if method.streaming:
-            return _error(answer_id, INVALID_REQUEST, f"{method.name} streams its answer: call it on its own")
+            message = f"{method.name} streams its answer: call it on its own"
+            return await self._malformed_entry(call, _error(answer_id, INVALID_REQUEST, message))
         try:
             response = await method.unary(method.request(entry.get("params", {})), call)
             answer = _result(answer_id, json_format.MessageToDict(response))
@@ -119,6 +147,10 @@ class JsonRpcFace:
             answer = _refusal(answer_id, refused.refusal)
         headers.update(call.response_headers())
         return None if request_id is _NO_ID else answer
+
+    async def _malformed_entry(self, call: HttpCall, answer: dict[str, Any]) -> dict[str, Any]:
+        refusal = await self._admission(call)
+        return answer if refusal is None else _refusal(answer["id"], refusal)
 
 
 def _checked(document: dict[str, Any], methods: Mapping[str, FaceMethod]) -> tuple[Any, FaceMethod] | dict[str, Any]:

@@ -4,13 +4,13 @@ Each event is one `data:` line of JSON and a blank line. The response starts onc
 call and the stream has its first event, so a refusal is still an ordinary error response; an error after
 that ends the stream with one more event that carries it (HTTP+JSON: `event: error` and the error body, as
 the reference SDK's client reads it; JSON-RPC: a JSON-RPC error response). A client that stops reading is
-given `write_seconds` for each event, then the stream is closed, giving back its stream slot.
+given `write_seconds` for each event, then its connection is aborted, giving back its stream slot and the
+connection.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 from collections.abc import AsyncGenerator, Callable
 from typing import Any
@@ -50,13 +50,27 @@ async def send_events(
             async for event in events:
                 await _write(response, data_event(frame(method.event(event))), write_seconds)
     except HttpAbort as abort:
-        with contextlib.suppress(ConnectionError, TimeoutError):
+        try:
             await _write(response, error_frame(Refusal.of_abort(abort)), write_seconds)
-    except (ConnectionError, TimeoutError):  # the client went away, or stopped reading
+        except TimeoutError:
+            _cut_off(request)
+        except ConnectionError:
+            pass
+    except ConnectionError:  # the client went away
         return response
+    except TimeoutError:  # the client stopped reading
+        _cut_off(request)
     finally:
         await events.aclose()  # gives back the stream slot, whatever ended the stream
     return response
+
+
+def _cut_off(request: web.Request) -> None:
+    """End a connection whose client stopped reading. Aborted, not closed: asyncio closes a socket only once its
+    send buffer has drained, which a client that reads nothing never lets happen, so the connection would stay
+    open (and counted by the port's guard) for ever."""
+    if request.transport is not None:
+        request.transport.abort()
 
 
 async def _write(response: web.StreamResponse, data: bytes, seconds: float) -> None:
