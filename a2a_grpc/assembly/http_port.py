@@ -106,6 +106,7 @@ class HttpPort:
             logger=HttpServerLog(server_logger),
             keepalive_timeout=settings.http_head_seconds,
             handler_cancellation=True,  # a client gone ends its call, as on gRPC (and a stream gives back its slot)
+            max_field_size=settings.max_metadata_bytes,  # one header as large as gRPC takes; the faces bound their sum
         )
         await runner.setup()
         guard.protocols = runner.server
