@@ -119,7 +119,6 @@ def _http_faces(settings: ServerSettings, services: Services, servicer: A2AServi
         services.chain_of,
         servicer,
         max_body_bytes=settings.max_message_bytes,
-        max_header_bytes=settings.max_metadata_bytes,
         io_seconds=settings.http_head_seconds,
     )
 

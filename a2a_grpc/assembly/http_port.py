@@ -17,6 +17,7 @@ from prometheus_client.aiohttp import make_aiohttp_handler
 from a2a_grpc.assembly.settings import ServerSettings
 from a2a_grpc.card.http import CACHE_CONTROL, CardDocument
 from a2a_grpc.faces import HttpFaces
+from a2a_grpc.faces.guard import MAX_HEADER_BYTES
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.http_guard import ConnectionGuard
 from a2a_grpc.listen_errors import cannot_listen
@@ -91,6 +92,7 @@ class HttpPort:
         guard = ConnectionGuard(max_connections=settings.http_max_connections, head_seconds=settings.http_head_seconds)
         app = web.Application(middlewares=[guard.middleware])
         app.router.add_get(AGENT_CARD_PATH, agent_card)
+        app[MAX_HEADER_BYTES] = settings.max_metadata_bytes  # the faces' bound on a request's headers, as gRPC's
         self._faces.add_routes(app)
         if jwks is not None:
 
@@ -102,11 +104,11 @@ class HttpPort:
             app.router.add_get(METRICS_PATH, await self._metrics_handler(self._metrics.registry))
         runner = web.AppRunner(
             app,
+            max_field_size=settings.max_metadata_bytes,  # one header as large as gRPC takes
             access_log=None,
             logger=HttpServerLog(server_logger),
             keepalive_timeout=settings.http_head_seconds,
             handler_cancellation=True,  # a client gone ends its call, as on gRPC (and a stream gives back its slot)
-            max_field_size=settings.max_metadata_bytes,  # one header as large as gRPC takes; the faces bound their sum
         )
         await runner.setup()
         guard.protocols = runner.server

@@ -18,7 +18,7 @@ from typing import Any
 
 from aiohttp import web
 
-from a2a_grpc.faces.guard import MAX_HEADER_BYTES, guarded
+from a2a_grpc.faces.guard import guarded
 from a2a_grpc.faces.http_json import HttpJsonFace
 from a2a_grpc.faces.invoke import face_methods
 from a2a_grpc.faces.jsonrpc import JsonRpcFace
@@ -46,19 +46,16 @@ class HttpFaces:
         servicer: Any,
         *,
         max_body_bytes: int,
-        max_header_bytes: int,
         io_seconds: float,
     ) -> None:
         self.bindings = tuple(binding for binding in bindings if binding in (JSONRPC, HTTP_JSON))
         self._chain_of = chain_of
         self._servicer = servicer
         self._max_body_bytes = max_body_bytes
-        self._max_header_bytes = max_header_bytes
         self._io_seconds = io_seconds
 
     def add_routes(self, app: web.Application) -> None:
         max_body_bytes, io_seconds = self._max_body_bytes, self._io_seconds
-        app[MAX_HEADER_BYTES] = self._max_header_bytes
         if JSONRPC in self.bindings:
             face = JsonRpcFace(self._methods(JSONRPC), max_body_bytes=max_body_bytes, io_seconds=io_seconds)
             app.router.add_post(JSONRPC_PATH, guarded("jsonrpc", face.handle, face.internal_error))

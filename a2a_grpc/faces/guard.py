@@ -20,7 +20,7 @@ log = logging.getLogger(__name__)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 Answer = Callable[[Refusal], web.StreamResponse]  # a refusal in the binding's form
-MAX_HEADER_BYTES = web.AppKey("max_header_bytes", int)  # the application's bound on a request's headers
+MAX_HEADER_BYTES = web.AppKey("max_header_bytes", int)  # set by the HTTP port: its bound on a request's headers
 HEADERS_TOO_LARGE = 431
 
 
