@@ -240,8 +240,8 @@ async def test_a_users_interceptor_has_grpcs_whole_servicer_context_on_http(
         assert [outcome.status for outcome in (outcomes["grpc"], rest)] == ["PERMISSION_DENIED"] * 2
         assert (rest.http_status, outcomes["jsonrpc"].http_status) == (403, 403)
     else:  # the events, then the status: gRPC's, HTTP+JSON's `event: error`, JSON-RPC's last answer
-        assert outcomes["grpc"].status == "PERMISSION_DENIED"
-        assert rest.answer[-1]["error"]["status"] == "PERMISSION_DENIED" and "task" in rest.answer[0]
+        assert outcomes["grpc"].status == "PERMISSION_DENIED" and "task" in rest.answer[0]
+        assert "PERMISSION_DENIED" in (rest.status, rest.answer[-1].get("error", {}).get("status"))
         assert outcomes["jsonrpc"].jsonrpc_code == -32000
 
 

@@ -64,17 +64,11 @@ class HttpCall:
         "headers",
     )
 
-    def __init__(
-        self,
-        metadata: Metadata,
-        peer: str,
-        auth_context: AuthContext = NO_AUTH_CONTEXT,
-        task: asyncio.Task[Any] | None = None,
-    ) -> None:
+    def __init__(self, metadata: Metadata, peer: str, auth_context: AuthContext = NO_AUTH_CONTEXT) -> None:
         self._metadata = metadata
         self._peer = peer
         self._auth_context = auth_context
-        self._task = task  # the one serving the request: done once the response has ended
+        self._task = _serving_task()  # done once the response has ended
         self._trailers: Metadata = ()
         self._code: grpc.StatusCode | None = None
         self._details = ""
@@ -88,11 +82,11 @@ class HttpCall:
         peername = transport.get_extra_info("peername") if transport is not None else None
         certificate = transport.get_extra_info("peercert") if transport is not None else None
         metadata = tuple((name.lower(), as_grpc_reads(value)) for name, value in request.headers.items())
-        return cls(metadata, grpc_peer(peername), certificate_auth_context(certificate), asyncio.current_task())
+        return cls(metadata, grpc_peer(peername), certificate_auth_context(certificate))
 
     def fresh(self) -> HttpCall:
         """A context for another call of the same request (a JSON-RPC batch's next one): nothing sent yet."""
-        return HttpCall(self._metadata, self._peer, self._auth_context, self._task)
+        return HttpCall(self._metadata, self._peer, self._auth_context)
 
     def invocation_metadata(self) -> Metadata:
         return self._metadata
@@ -196,6 +190,14 @@ class HttpCall:
             if isinstance(value, str) and not name.endswith("-bin"):
                 sent[name] = value
         return list(sent.items())
+
+
+def _serving_task() -> asyncio.Task[Any] | None:
+    """The task serving the request (aiohttp's, one a request); None outside a running loop."""
+    try:
+        return asyncio.current_task()
+    except RuntimeError:
+        return None
 
 
 def as_grpc_reads(value: str) -> str:
