@@ -31,9 +31,10 @@ PEERS: dict[str, str] = {}  # grpc's peer of a relayed connection ("ipv4:127.0.0
 
 
 def grpc_peer(address: tuple[str, int] | tuple[str, int, int, int]) -> str:
-    """A socket address as grpc writes a peer: `ipv4:1.2.3.4:5`, `ipv6:[::1]:5`."""
+    """A socket address as grpc writes a peer, a URI: `ipv4:1.2.3.4:5`, `ipv6:%5B::1%5D:5` (the brackets, and a zone's
+    `%`, percent-encoded)."""
     host, port = address[0], address[1]
-    return f"ipv6:[{host}]:{port}" if ":" in host else f"ipv4:{host}:{port}"
+    return f"ipv6:%5B{host.replace('%', '%25')}%5D:{port}" if ":" in host else f"ipv4:{host}:{port}"
 
 
 class ConnectionFront:

@@ -329,4 +329,4 @@ def test_the_throttle_counts_each_address_apart_whatever_its_port() -> None:
     with pytest.raises(RateLimitedError):
         limits.auth_failed("ipv4:127.0.0.9:1003")
     limits.auth_failed("ipv4:127.0.0.8:1001")  # another address: untouched
-    limits.auth_failed("ipv6:[::1]:1001")
+    limits.auth_failed("ipv6:%5B::1%5D:1001")

@@ -18,6 +18,7 @@ from a2a_grpc.assembly.grpc_port import SHUTDOWN_SETTLE_SHARE
 from a2a_grpc.assembly.settings import ServerSettings
 from a2a_grpc.card.http import CACHE_CONTROL, CardDocument
 from a2a_grpc.faces import HttpFaces
+from a2a_grpc.faces.guard import MAX_HEADER_BYTES
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.http_guard import ConnectionGuard
 from a2a_grpc.listen_errors import cannot_listen
@@ -113,6 +114,7 @@ class HttpPort:
         self.guard = guard
         app = web.Application(middlewares=[guard.middleware])
         app.router.add_get(AGENT_CARD_PATH, agent_card)
+        app[MAX_HEADER_BYTES] = settings.max_metadata_bytes  # the faces' bound on a request's headers, as gRPC's
         self._faces.add_routes(app)
         if jwks is not None:
 
@@ -124,6 +126,7 @@ class HttpPort:
             app.router.add_get(METRICS_PATH, await self._metrics_handler(self._metrics.registry))
         runner = web.AppRunner(
             app,
+            max_field_size=settings.max_metadata_bytes,  # one header as large as gRPC takes
             access_log=None,
             logger=HttpServerLog(server_logger),
             keepalive_timeout=settings.http_head_seconds,

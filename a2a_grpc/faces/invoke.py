@@ -80,6 +80,7 @@ class FaceMethod:
             raise self.draining.refusal()
         try:
             response = await self.handler.unary_unary(_encoded(request), call)
+            call.raise_status()
         except HttpAbort as abort:
             raise Refused(_refusal(abort, request)) from None
         return self.response_class.FromString(response) if type(response) is bytes else response
@@ -98,7 +99,7 @@ class FaceMethod:
             return None, events
         except HttpAbort as abort:
             raise Refused(_refusal(abort, request)) from None
-        return first, events
+        return first, call.events_then_status(events)
 
     def event(self, encoded: Any) -> Message:
         return self.response_class.FromString(encoded) if type(encoded) is bytes else encoded
