@@ -27,14 +27,10 @@ from bench.sdk_server import EchoExecutor, agent_card
 PROTOCOL_BINDING = {"jsonrpc": "JSONRPC", "http+json": "HTTP+JSON"}
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 async def serve(binding: str) -> int:
-    port = free_port()
+    listening = socket.socket()  # bound before the card is made, which names its port; uvicorn serves on it
+    listening.bind(("127.0.0.1", 0))
+    port = int(listening.getsockname()[1])
     card = agent_card(port)
     del card.supported_interfaces[:]
     card.supported_interfaces.add(
@@ -46,7 +42,7 @@ async def serve(binding: str) -> int:
         Starlette(routes=routes), host="127.0.0.1", port=port, log_level="warning", access_log=False
     )
     server = uvicorn.Server(config)
-    running = asyncio.ensure_future(server.serve())
+    running = asyncio.ensure_future(server.serve(sockets=[listening]))
     while not server.started:
         if running.done():
             return 1
