@@ -6,8 +6,10 @@ Invariants: every server process alive (no death by a signal or otherwise but th
 nothing unhandled in its log (a traceback, a fatal error); health SERVING again once a fault ends; every
 acknowledged task still there (GetTask by its caller), none listed twice; every stream the client did not cut
 ended with a status; no event delivered twice to a resumed stream; a replica stopped past its lease writes
-nothing to the tasks another replica failed meanwhile, and says it noticed; resident memory growing by at
-most RSS_GROWTH_BYTES from the end of the first round to the end of the last.
+nothing to the tasks another replica failed meanwhile, and says it noticed; where the scenario limits streams
+per caller, each accepted caller's whole limit of fresh SSE streams admitted at once after each round (every
+stream cut, left unread or read to its end gave its slot back); resident memory growing by at most
+RSS_GROWTH_BYTES from the end of the first round to the end of the last.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from a2a_grpc.generated import a2a_pb2
 from bench.chaos.agent import SLOW, SLOW_CHUNK_SECONDS
+from bench.chaos.faces import streams_admitted
 from bench.chaos.ledger import Caller, Ledger
 from bench.chaos.scenarios import CARD, KILL, LEASE_SECONDS, POSTGRES_DOWN, STOP, Scenario
 from bench.chaos.servers import UNHANDLED, Server
@@ -138,6 +141,7 @@ class ScenarioRun:
                 self.ledger,
                 self.rnd(number, str(index)),
                 webhook,
+                targets[index % len(channels) // CHANNELS_PER_SERVER].http,
             )
             for index in range(CALLS_PER_ROUND)
         ]
@@ -301,6 +305,8 @@ class ScenarioRun:
             self.rss_first.setdefault(server.name, rss)
             self.rss_last[server.name] = rss
         await self._acknowledged_are_there(number)
+        if self.scenario.stream_slots:
+            await self._stream_slots_returned(number)
 
     def _scan(self, server: Server, where: str) -> None:
         output = server.new_output()
@@ -308,6 +314,16 @@ class ScenarioRun:
         if found:
             start = max(0, found.start() - 200)
             self.ledger.violation(f"{where} {server.name} logged: {output[start : found.start() + 800]}")
+
+    async def _stream_slots_returned(self, number: int) -> None:
+        for server in self.servers:
+            for caller in self.callers:
+                if caller.accepted:
+                    problem = await streams_admitted(server.http, caller, self.scenario.stream_slots)
+                    if problem is not None:
+                        self.ledger.violation(
+                            f"{self.where(number)} {caller.name}'s fresh streams on {server.name}: {problem}"
+                        )
 
     async def _acknowledged_are_there(self, number: int) -> None:
         """Every task answered so far is found by its caller (on a replica chosen by the dice)."""

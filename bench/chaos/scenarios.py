@@ -1,7 +1,8 @@
 """The server configurations the chaos harness runs, each with its callers and the faults it injects.
 
 Every scenario runs the writer card (streaming and push declared) and the chaos agent, with the access log
-on as `a2a-grpc serve` has it by default. The features that touch a call's end or a task's life are
+on as `a2a-grpc serve` has it by default. The text-log and auth+limits scenarios also call the HTTP port's
+JSON-RPC and HTTP+JSON faces (bench.chaos.faces). The features that touch a call's end or a task's life are
 switched on in turn: the text access log on SQLite; the JSON access log on SQLite with /metrics scraped
 throughout and tracing on; authentication (bearer token, API key, JWT, and a share of bad credentials of
 each kind) with rate and stream limits, and floods of calls to unknown methods (bench.chaos.flood); push
@@ -22,6 +23,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from bench.chaos import growth, readload
+from bench.chaos.faces import HTTP_OPERATIONS
 from bench.chaos.flood import LIMITED_FLOOD_OPERATIONS
 from bench.chaos.ledger import Caller
 from bench.chaos.legacy import LEGACY_OPERATIONS
@@ -33,6 +35,8 @@ LEASE_SECONDS = 2.0
 KILL, STOP, POSTGRES_DOWN = "kill a replica", "stop a replica", "stop PostgreSQL"
 JWT_ISSUER, JWT_AUDIENCE = "https://issuer.chaos.invalid", "a2a-chaos"
 BOTH_FACES = OPERATIONS + LEGACY_OPERATIONS  # the 1.0 calls and the 0.3 face's
+ALL_FACES = BOTH_FACES + HTTP_OPERATIONS  # and the HTTP port's JSON-RPC and HTTP+JSON faces
+STREAMS_PER_CALLER = 4
 
 
 @dataclass(frozen=True)
@@ -49,6 +53,7 @@ class Scenario:
     faults: tuple[str, ...] = field(default_factory=tuple)
     operations: Operations = OPERATIONS
     env: Mapping[str, str] = field(default_factory=dict)  # the servers' environment, besides ours
+    stream_slots: int = 0  # its --max-streams-per-caller: after each round, so many fresh streams admitted at once
 
     def fault_of(self, round_number: int) -> str | None:
         if not self.faults or round_number == 0:
@@ -76,7 +81,7 @@ def _authenticated(workdir: Path) -> tuple[list[str], list[Caller]]:
     flags = [
         *("--auth-token", "chaos-bearer=alice", "--api-keys", str(keys)),
         *("--jwt-key", str(public), "--jwt-issuer", JWT_ISSUER, "--jwt-audience", JWT_AUDIENCE),
-        *("--max-requests-per-second", "30", "--max-streams-per-caller", "4"),
+        *("--max-requests-per-second", "30", "--max-streams-per-caller", str(STREAMS_PER_CALLER)),
     ]
     callers = [
         Caller("alice (bearer)", (V1, ("authorization", "Bearer chaos-bearer"))),
@@ -105,14 +110,19 @@ def _replicas(_: Path) -> tuple[list[str], list[Caller]]:
 
 
 SCENARIOS: tuple[Scenario, ...] = (
-    Scenario("text-log", anonymous, operations=BOTH_FACES),
+    Scenario("text-log", anonymous, operations=ALL_FACES),
     Scenario(
         "json-log+metrics+tracing",
         json_metrics_tracing,
         scrape_metrics=True,
         env={"OTEL_TRACES_EXPORTER": "none"},  # spans made and ended, exported nowhere
     ),
-    Scenario("auth+limits", _authenticated, operations=BOTH_FACES + LIMITED_FLOOD_OPERATIONS),
+    Scenario(
+        "auth+limits",
+        _authenticated,
+        operations=ALL_FACES + LIMITED_FLOOD_OPERATIONS,
+        stream_slots=STREAMS_PER_CALLER,
+    ),
     Scenario("push", _push, push=True),
     Scenario("history-growth", growth.setup, operations=growth.GROWTH_OPERATIONS),
     Scenario("read-load", readload.setup, operations=readload.READ_LOAD_OPERATIONS),

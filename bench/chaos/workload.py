@@ -51,13 +51,14 @@ def stub_of(channel: grpc.aio.Channel) -> a2a_pb2_grpc.A2AServiceStub:
 @dataclass
 class Client:
     """One caller on one channel, with what the round may do: `webhook` the URL push configs point at ("" when
-    the scenario has none)."""
+    the scenario has none), `http` the base URL of the same server's HTTP port (its faces)."""
 
     channel: grpc.aio.Channel
     caller: Caller
     ledger: Ledger
     rnd: random.Random
     webhook: str = ""
+    http: str = ""
 
     @property
     def stub(self) -> a2a_pb2_grpc.A2AServiceStub:
