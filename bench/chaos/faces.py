@@ -163,8 +163,11 @@ async def _read(client: Client, what: str, url: str, body: Any, cut: bool) -> No
         except TimeoutError:
             client.ledger.violation(f"{what}: a stream the client did not cut had not ended after {STREAM_SECONDS:g} s")
             return
-        failed = isinstance(last, dict) and "error" in last and "result" not in last
-        record(client, what, response.status, last if failed and "jsonrpc" in last else None)
+        error = last.get("error") if isinstance(last, dict) and "result" not in last else None
+        if isinstance(error, dict) and "jsonrpc" not in last:  # HTTP+JSON's closing `event: error`: its status
+            record(client, what, int(error.get("code", 500)))
+        else:
+            record(client, what, response.status, last if error is not None else None)
 
 
 async def stream_send(client: Client, cut: bool | None = None) -> None:
