@@ -3,11 +3,16 @@ lf.a2a.v1 code cannot share a process with ours. tests/sdk_signing_driver.py run
 
 from __future__ import annotations
 
+import asyncio
+import json
 from pathlib import Path
+from typing import Any
+
+from process import direct_env
 
 from bench.sdk_env import SdkUnavailableError, SdkVenv
 
-__all__ = ["SDK_SIGNING", "SdkUnavailableError", "sdk_signing_python"]
+__all__ = ["SDK_SIGNING", "SdkUnavailableError", "run_sdk_driver", "sdk_signing_python"]
 
 SDK_SIGNING = SdkVenv(
     name=".test-venv-sdk-signing",
@@ -21,3 +26,21 @@ SDK_SIGNING = SdkVenv(
 def sdk_signing_python(root: Path) -> Path:
     """The venv's python, installing a2a-sdk 1.x the first time (raises SdkUnavailableError)."""
     return SDK_SIGNING.python(root)
+
+
+async def run_sdk_driver(python: Path, driver: Path, plan: dict[str, Any], seconds: float) -> dict[str, Any]:
+    """The one JSON line `driver`, run by the venv's `python` on `plan`, prints (asynchronously: our server answers it
+    from this event loop)."""
+    process = await asyncio.create_subprocess_exec(
+        str(python),
+        "-I",
+        str(driver),
+        json.dumps(plan),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=direct_env(),
+    )
+    stdout, stderr = await asyncio.wait_for(process.communicate(), seconds)
+    assert process.returncode == 0, stderr.decode()[-3000:]
+    result: dict[str, Any] = json.loads(stdout)
+    return result

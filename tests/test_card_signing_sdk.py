@@ -6,16 +6,13 @@ tests/sdk_signing_driver.py; our server runs on 127.0.0.1."""
 
 from __future__ import annotations
 
-import asyncio
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 from card_keys import ALGORITHMS, make_key_files, parse_served, signing_key, write_jwks
 from conftest import BASE_CARD, StartServer
-from process import direct_env
-from sdk_signing_env import SdkUnavailableError, sdk_signing_python
+from sdk_signing_env import SdkUnavailableError, run_sdk_driver, sdk_signing_python
 from served_card import base_url, served_card
 
 from a2a_grpc.card.verification import CardVerifier
@@ -50,20 +47,7 @@ def keys(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 
 
 async def run_driver(python: Path, plan: dict[str, Any]) -> dict[str, Any]:
-    """The driver's one JSON line (asynchronously: our server answers it from this event loop)."""
-    process = await asyncio.create_subprocess_exec(
-        str(python),
-        "-I",
-        str(DRIVER),
-        json.dumps(plan),
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env=direct_env(),
-    )
-    stdout, stderr = await asyncio.wait_for(process.communicate(), DRIVER_SECONDS)
-    assert process.returncode == 0, stderr.decode()[-2000:]
-    result: dict[str, Any] = json.loads(stdout)
-    return result
+    return await run_sdk_driver(python, DRIVER, plan, DRIVER_SECONDS)
 
 
 @pytest.mark.parametrize(

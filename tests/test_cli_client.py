@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from conftest import BASE_CARD, StartServer
+from process import direct_env
 
 from a2a_grpc.agents.relay import RelayAgent
 from a2a_grpc.card import card_json
@@ -35,15 +36,23 @@ class Run:
     def documents(self) -> list[dict[str, Any]]:
         return [json.loads(line) for line in self.stdout.splitlines()]
 
+    @property
+    def line(self) -> str:
+        """The one line the command printed on stderr."""
+        lines = self.stderr.splitlines()
+        assert len(lines) == 1, self.stderr
+        return lines[0]
 
-async def a2a_grpc(*args: str) -> Run:
+
+async def a2a_grpc(*args: str | Path) -> Run:
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
         "a2a_grpc.cli",
-        *args,
+        *map(str, args),
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
+        env=direct_env(),
     )
     stdout, stderr = await asyncio.wait_for(process.communicate(), timeout=60)
     assert process.returncode is not None

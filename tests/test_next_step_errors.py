@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import socket
-import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +20,8 @@ import grpc
 import pytest
 from certs import Pki
 from conftest import BASE_CARD, V1, StartServer, send_request
-from process import direct_env, free_port, run_serve
+from process import free_port, run_serve
+from test_cli_client import Run, a2a_grpc
 
 from a2a_grpc.generated import a2a_pb2_grpc
 from a2a_grpc.store.postgres_common import address_of
@@ -32,37 +31,7 @@ CARD: dict[str, Any] = {
     **BASE_CARD,
     "capabilities": {**BASE_CARD["capabilities"], "extensions": [{"uri": REQUIRED, "required": True}]},
 }
-COMMAND_SECONDS = 60.0
 CALL_SECONDS = 20.0
-
-
-@dataclass
-class Run:
-    code: int
-    stdout: str
-    stderr: str
-
-    @property
-    def line(self) -> str:
-        """The one line the command printed on stderr."""
-        lines = self.stderr.splitlines()
-        assert len(lines) == 1, self.stderr
-        return lines[0]
-
-
-async def a2a_grpc(*args: str | Path) -> Run:
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "a2a_grpc.cli",
-        *map(str, args),
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env=direct_env(),
-    )
-    stdout, stderr = await asyncio.wait_for(process.communicate(), COMMAND_SECONDS)
-    assert process.returncode is not None
-    return Run(process.returncode, stdout.decode(), stderr.decode())
 
 
 # ---- the required-extension refusal ----------------------------------------------------------------------------

@@ -6,7 +6,6 @@ errors typed as the SDK types them."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -15,8 +14,7 @@ import pytest
 from agents import PacedAgent
 from certs import Pki
 from conftest import BASE_CARD, StartServer
-from process import direct_env
-from sdk_signing_env import SdkUnavailableError, sdk_signing_python
+from sdk_signing_env import SdkUnavailableError, run_sdk_driver, sdk_signing_python
 
 REPO = Path(__file__).resolve().parent.parent
 DRIVER = Path(__file__).resolve().parent / "sdk_http_driver.py"
@@ -43,20 +41,7 @@ def sdk_python() -> Path:
 
 
 async def run_driver(python: Path, plan: dict[str, Any]) -> dict[str, Any]:
-    """The driver's one JSON line (asynchronously: our server answers it from this event loop)."""
-    process = await asyncio.create_subprocess_exec(
-        str(python),
-        "-I",
-        str(DRIVER),
-        json.dumps(plan),
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env=direct_env(),
-    )
-    stdout, stderr = await asyncio.wait_for(process.communicate(), DRIVER_SECONDS)
-    assert process.returncode == 0, stderr.decode()[-3000:]
-    result: dict[str, Any] = json.loads(stdout)
-    return result
+    return await run_sdk_driver(python, DRIVER, plan, DRIVER_SECONDS)
 
 
 @pytest.mark.parametrize("tls", [False, True], ids=["http", "https"])
